@@ -1,0 +1,93 @@
+"""Interval algebra on numpy arrays: unions and "how much of it lies in each window".
+
+Every figure of the step spec is a length of a union clipped to a window, or a
+difference of two such lengths, so two primitives are enough:
+:func:`union` (merge to sorted, disjoint intervals) and :func:`covered`
+(the length of a union inside each of many windows, vectorised).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Sorted, disjoint, half-open intervals ``[start[i], end[i])``."""
+
+    start: np.ndarray
+    end: np.ndarray
+
+    @staticmethod
+    def empty() -> Intervals:
+        z = np.zeros(0, dtype=np.float64)
+        return Intervals(z, z)
+
+    @property
+    def total(self) -> float:
+        return float((self.end - self.start).sum())
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+    def __or__(self, other: Intervals) -> Intervals:
+        return union(np.concatenate([self.start, other.start]),
+                     np.concatenate([self.end, other.end]))
+
+
+def union(start: np.ndarray, end: np.ndarray) -> Intervals:
+    """Merge possibly overlapping intervals into sorted disjoint ones (empty ones dropped)."""
+    start = np.asarray(start, dtype=np.float64)
+    end = np.asarray(end, dtype=np.float64)
+    keep = end > start
+    start, end = start[keep], end[keep]
+    if not start.size:
+        return Intervals.empty()
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    # A new group begins where an interval starts after everything before it has ended.
+    begins = np.ones(start.size, dtype=bool)
+    begins[1:] = start[1:] > reach[:-1]
+    first = np.flatnonzero(begins)
+    last = np.append(first[1:] - 1, start.size - 1)
+    return Intervals(start[first], reach[last])
+
+
+def covered(iv: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of ``iv`` inside each window ``[lo[k], hi[k])``."""
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    if not len(iv):
+        return np.zeros(lo.shape, dtype=np.float64)
+    return np.maximum(_cumulative(iv, hi) - _cumulative(iv, lo), 0.0)
+
+
+def _cumulative(iv: Intervals, t: np.ndarray) -> np.ndarray:
+    """Length of ``iv`` before time ``t`` (vectorised over ``t``)."""
+    lengths = iv.end - iv.start
+    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    k = np.searchsorted(iv.start, t, side="right")  # intervals starting at or before t
+    full = before[np.maximum(k - 1, 0)]
+    idx = np.maximum(k - 1, 0)
+    partial = np.clip(t - iv.start[idx], 0.0, lengths[idx])
+    return np.where(k > 0, full + partial, 0.0)
+
+
+def clip(iv: Intervals, lo: float, hi: float) -> Intervals:
+    """The part of ``iv`` inside ``[lo, hi)``."""
+    s = np.maximum(iv.start, lo)
+    e = np.minimum(iv.end, hi)
+    keep = e > s
+    return Intervals(s[keep], e[keep])
+
+
+def complement(iv: Intervals, lo: float, hi: float) -> Intervals:
+    """``[lo, hi)`` minus ``iv``: the gaps, e.g. device-idle periods of a step."""
+    c = clip(iv, lo, hi)
+    s = np.concatenate([[lo], c.end])
+    e = np.concatenate([c.start, [hi]])
+    keep = e > s
+    return Intervals(s[keep], e[keep])

@@ -1,0 +1,233 @@
+"""The analysis of one span: derived views, computed once and shared.
+
+Like Lighthouse's computed artifacts, each view (host steps, device busy
+intervals, host activity by cause, step windows…) is a cached property that
+rules and presenters ask for by name; nothing is computed that nobody asks
+for, and nothing is computed twice.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from tb_diagnostics.analysis.intervals import Intervals, covered, union
+from tb_diagnostics.analysis.steps import (
+    HostSteps,
+    StepWindow,
+    device_partition,
+    find_host_steps,
+)
+from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict
+from tb_diagnostics.trace.categories import INPUT_NAME, STEP_NAME, SYNC_NAME, Kind
+from tb_diagnostics.trace.model import TraceModel
+
+#: Host kinds that mean "the host is running the user's program" (Python,
+#: operators, runtime calls); the profiler's own span and overhead are not.
+_LAUNCH_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER,
+                           Kind.PYTHON})
+
+
+class SpanAnalysis:
+    """Everything the engine derives from one :class:`TraceModel`."""
+
+    def __init__(self, model: TraceModel, thresholds: Thresholds | None = None) -> None:
+        self.model = model
+        self.thresholds = thresholds or Thresholds()
+
+    # ---- what the device is -------------------------------------------------
+    @property
+    def cpu_only(self) -> bool:
+        """No device activity at all: the CPU is the device."""
+        return not self.model.has_device_activity
+
+    # ---- host-side views ----------------------------------------------------
+    @cached_property
+    def host_steps(self) -> HostSteps:
+        return find_host_steps(self.model)
+
+    @cached_property
+    def step_rows(self) -> np.ndarray:
+        """Rows of every ProfilerStep#N-named host event (markers, not activities)."""
+        return self.model.rows_matching(STEP_NAME)
+
+    @cached_property
+    def op_rows(self) -> np.ndarray:
+        """Operator calls (ATen/autograd), without the step and DataLoader markers that
+        the 2021 format files under ``Operator`` too."""
+        m = self.model
+        rows = m.rows_of({Kind.CPU_OP})
+        markers = np.union1d(self.step_rows, self.input_rows)
+        return np.setdiff1d(rows, markers, assume_unique=True)
+
+    @cached_property
+    def input_rows(self) -> np.ndarray:
+        return np.intersect1d(self.model.rows_matching(INPUT_NAME), self.model.host_rows)
+
+    @cached_property
+    def sync_rows(self) -> np.ndarray:
+        return np.intersect1d(self.model.rows_matching(SYNC_NAME), self.model.host_rows)
+
+    @cached_property
+    def launch_rows(self) -> np.ndarray:
+        rows = self.model.rows_of(_LAUNCH_KINDS)
+        return np.setdiff1d(rows, self.step_rows, assume_unique=True)
+
+    def _host_union(self, rows: np.ndarray) -> Intervals:
+        return union(self.model.start[rows], self.model.end[rows])
+
+    @cached_property
+    def input_intervals(self) -> Intervals:
+        return self._host_union(self.input_rows)
+
+    @cached_property
+    def sync_intervals(self) -> Intervals:
+        return self._host_union(self.sync_rows)
+
+    @cached_property
+    def launch_intervals(self) -> Intervals:
+        return self._host_union(self.launch_rows)
+
+    # ---- device-side views --------------------------------------------------
+    @cached_property
+    def activity_step(self) -> np.ndarray:
+        """For each device activity row (``model.device_activity_rows``), its step index or -1.
+
+        The launching call's start decides; an activity whose launch is not in
+        the trace falls back to its own start.
+        """
+        m = self.model
+        acts = m.device_activity_rows
+        launcher = m.launcher[acts]
+        t = np.where(launcher >= 0, m.start[np.maximum(launcher, 0)], m.start[acts])
+        return self.host_steps.locate(t)
+
+    @cached_property
+    def heavy_op_rows(self) -> np.ndarray:
+        """CPU-only traces: op calls whose self time reaches the heavy threshold."""
+        rows = self.op_rows
+        return rows[self.model.self_time(rows) >= self.thresholds.cpu_heavy_self_us]
+
+    @cached_property
+    def busy_intervals(self) -> Intervals:
+        """When the device is doing work.
+
+        On a GPU: the union of kernels, copies and memsets on every stream. On
+        a CPU-only trace: the self-time segments of heavy op calls (their
+        interval minus their children's), on any thread.
+        """
+        m = self.model
+        if not self.cpu_only:
+            acts = m.device_activity_rows
+            return union(m.start[acts], m.end[acts])
+        starts, ends = [], []
+        for r in self.heavy_op_rows.tolist():
+            s, e = m.start[r], m.end[r]
+            kids = m.children(r)
+            cursor = s
+            for k in kids.tolist():
+                ks = max(m.start[k], cursor)
+                if ks > cursor:
+                    starts.append(cursor)
+                    ends.append(min(ks, e))
+                cursor = max(cursor, min(m.end[k], e))
+            if e > cursor:
+                starts.append(cursor)
+                ends.append(e)
+        return union(np.asarray(starts), np.asarray(ends))
+
+    # ---- the windows ------------------------------------------------------
+    @cached_property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The device-side ``[start, end)`` of every window."""
+        m = self.model
+        hs = self.host_steps
+        if not len(hs):
+            rows = np.flatnonzero(m.kind != Kind.TRACE)
+            if not rows.size:
+                return np.zeros(1), np.zeros(1)
+            return np.asarray([m.start[rows].min()]), np.asarray([m.end[rows].max()])
+        last_dev = np.full(len(hs), np.nan)
+        if not self.cpu_only:
+            steps = self.activity_step
+            ok = steps >= 0
+            ends = m.end[m.device_activity_rows][ok]
+            np.fmax.at(last_dev, steps[ok], ends)
+        return device_partition(hs.host_start, hs.host_end, last_dev)
+
+    @cached_property
+    def windows(self) -> list[StepWindow]:
+        hs = self.host_steps
+        lo, hi = self.bounds
+        wall = hi - lo
+        busy_iv = self.busy_intervals
+        busy = covered(busy_iv, lo, hi)
+        with_input = busy_iv | self.input_intervals
+        with_sync = with_input | self.sync_intervals
+        with_launch = with_sync | self.launch_intervals
+        c_input = covered(with_input, lo, hi)
+        c_sync = covered(with_sync, lo, hi)
+        c_launch = covered(with_launch, lo, hi)
+        idle = {
+            "input": c_input - busy,
+            "sync": c_sync - c_input,
+            "launch": c_launch - c_sync,
+            "other": wall - c_launch,
+        }
+        stats = self._per_window_stats(lo, hi)
+        out = []
+        for k in range(lo.shape[0]):
+            idle_k = {c: max(float(v[k]), 0.0) for c, v in idle.items()}
+            busy_k = float(busy[k])
+            frac = busy_k / float(wall[k]) if wall[k] > 0 else 0.0
+            has_steps = len(hs) > 0
+            out.append(StepWindow(
+                index=k,
+                step=int(hs.numbers[k]) if has_steps else None,
+                row=int(hs.rows[k]) if has_steps else -1,
+                host_start=float(hs.host_start[k]) if has_steps else float(lo[k]),
+                host_end=float(hs.host_end[k]) if has_steps else float(hi[k]),
+                start=float(lo[k]),
+                end=float(hi[k]),
+                device_busy_us=busy_k,
+                idle=idle_k,
+                verdict=verdict(frac, idle_k, self.thresholds),
+                main_idle_cause=main_idle_cause(idle_k),
+                self_cpu_us=float(stats["self_cpu"][k]),
+                self_device_us=None if self.cpu_only else float(stats["self_device"][k]),
+                ops=int(stats["ops"][k]),
+                kernels=int(stats["kernels"][k]),
+            ))
+        return out
+
+    def _per_window_stats(self, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+        """The seed table's totals per window: self CPU, self device, op and kernel counts."""
+        m = self.model
+        n = lo.shape[0]
+        hs = self.host_steps
+        host_lo = hs.host_start if len(hs) else lo
+        host_hi = hs.host_end if len(hs) else hi
+
+        def window_of(t: np.ndarray) -> np.ndarray:
+            k = np.searchsorted(host_lo, t, side="right") - 1
+            ok = (k >= 0) & (t < host_hi[np.maximum(k, 0)])
+            return np.where(ok, k, -1)
+
+        ops = self.op_rows
+        ann = m.rows_of({Kind.USER_ANNOTATION})
+        cpu_rows = np.union1d(ops, np.setdiff1d(ann, self.input_rows))
+        w = window_of(m.start[cpu_rows])
+        ok = w >= 0
+        self_cpu = np.bincount(w[ok], weights=m.self_time(cpu_rows)[ok], minlength=n)
+        w_ops = window_of(m.start[ops])
+        op_count = np.bincount(w_ops[w_ops >= 0], minlength=n)
+
+        acts = m.device_activity_rows
+        act_w = self.activity_step if len(hs) else np.zeros(acts.shape[0], dtype=np.int64)
+        ok = act_w >= 0
+        self_dev = np.bincount(act_w[ok], weights=m.dur[acts][ok], minlength=n)
+        is_kernel = m.kind[acts] == Kind.KERNEL
+        kernels = np.bincount(act_w[ok & is_kernel], minlength=n)
+        return {"self_cpu": self_cpu, "ops": op_count, "self_device": self_dev,
+                "kernels": kernels}

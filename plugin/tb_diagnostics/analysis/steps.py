@@ -1,0 +1,107 @@
+"""Step windows: the unit every verdict and finding is about.
+
+A step is a host-side ``ProfilerStep#N`` event. Steps partition time *on the
+device side*: step N spans ``[b_N, b_N+1)`` with
+``b_N = max(host start of N, end of the last device activity of step N-1)``,
+so device work that a step launched but that ran after the host moved on is
+charged to the step that launched it. A device activity belongs to the step
+whose host window contains the runtime/driver call that launched it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tb_diagnostics.trace.categories import STEP_NAME, Kind
+from tb_diagnostics.trace.model import TraceModel
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One step (or, in a trace without steps, the whole span) and its figures."""
+
+    index: int  # position in the span, 0-based
+    step: int | None  # N of ProfilerStep#N; None for a span without steps
+    row: int  # model row of the ProfilerStep#N event, -1 without steps
+    host_start: float  # µs since the model origin
+    host_end: float
+    start: float  # the device-side partition [start, end)
+    end: float
+    device_busy_us: float
+    idle: dict[str, float]  # input / sync / launch / other, µs
+    verdict: str
+    main_idle_cause: str | None
+    self_cpu_us: float
+    self_device_us: float | None  # None on CPU-only traces
+    ops: int
+    kernels: int
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def wall_us(self) -> float:
+        return self.end - self.start
+
+    @property
+    def device_busy(self) -> float:
+        return self.device_busy_us / self.wall_us if self.wall_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class HostSteps:
+    """The ProfilerStep#N events of a trace, one per step number, in time order."""
+
+    rows: np.ndarray
+    numbers: np.ndarray
+    host_start: np.ndarray
+    host_end: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    def locate(self, t: np.ndarray) -> np.ndarray:
+        """Index of the step whose host window contains each time, or -1."""
+        k = np.searchsorted(self.host_start, t, side="right") - 1
+        ok = (k >= 0) & (t < self.host_end[np.maximum(k, 0)])
+        return np.where(ok, k, -1)
+
+
+def find_host_steps(model: TraceModel) -> HostSteps:
+    """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins)."""
+    ids = [i for i, s in enumerate(model.strings) if STEP_NAME.match(s)]
+    host = model.host_rows
+    rows = host[np.isin(model.name[host], np.asarray(ids, dtype=np.int32))]
+    rows = rows[model.kind[rows] != Kind.PYTHON]
+    numbers = np.asarray([int(STEP_NAME.match(model.name_of(r)).group(1)) for r in rows],
+                         dtype=np.int64)
+    # A step recorded twice (e.g. on two threads) counts once: the earliest.
+    _, first = np.unique(numbers, return_index=True)
+    rows, numbers = rows[first], numbers[first]
+    order = np.argsort(model.start[rows], kind="stable")
+    rows, numbers = rows[order], numbers[order]
+    return HostSteps(rows=rows, numbers=numbers, host_start=model.start[rows],
+                     host_end=model.end[rows])
+
+
+def device_partition(host_start: np.ndarray, host_end: np.ndarray,
+                     last_device_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Device-side boundaries ``[b_N, b_N+1)`` of every step.
+
+    ``last_device_end[N]`` is the end of step N's last device activity (NaN
+    when it launched none). Boundaries are made non-decreasing, so windows
+    never overlap even when several streams finish out of order.
+    """
+    n = host_start.shape[0]
+    b = host_start.astype(np.float64).copy()
+    if n > 1:
+        lag = np.where(np.isnan(last_device_end[:-1]), -np.inf, last_device_end[:-1])
+        b[1:] = np.maximum(b[1:], lag)
+    b = np.maximum.accumulate(b) if n else b
+    end = np.empty(n, dtype=np.float64)
+    if n:
+        end[:-1] = b[1:]
+        last = last_device_end[-1]
+        end[-1] = max(host_end[-1], last) if not np.isnan(last) else host_end[-1]
+        end[-1] = max(end[-1], b[-1])
+    return b, end

@@ -1,0 +1,106 @@
+"""The report document: one JSON-ready dict for a whole log dir.
+
+Its shape is the public contract of ``tb-diagnostics report --format json``
+and of the tab's routes (documented in the README); add keys, never rename.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
+from tb_diagnostics.errors import TraceLoadError
+from tb_diagnostics.logdir import LogDir, SpanFile
+from tb_diagnostics.trace import load_trace
+
+SCHEMA_VERSION = 1
+
+
+def _us(x: float) -> float:
+    return round(float(x), 3)
+
+
+def step_document(w: StepWindow) -> dict[str, Any]:
+    return {
+        "step": w.step,
+        "start_us": _us(w.start),
+        "wall_us": _us(w.wall_us),
+        "device_busy_us": _us(w.device_busy_us),
+        "device_busy": round(w.device_busy, 6),
+        "idle": {f"{c}_us": _us(v) for c, v in w.idle.items()},
+        "verdict": w.verdict,
+        "main_idle_cause": w.main_idle_cause,
+        "self_cpu_us": _us(w.self_cpu_us),
+        "self_device_us": None if w.self_device_us is None else _us(w.self_device_us),
+        "ops": w.ops,
+        "kernels": w.kernels,
+    }
+
+
+def headline_verdict(windows: list[StepWindow]) -> str | None:
+    """The span's verdict: the most common step verdict (the earliest step breaks ties)."""
+    if not windows:
+        return None
+    counts = Counter(w.verdict for w in windows)
+    top = max(counts.values())
+    return next(w.verdict for w in windows if counts[w.verdict] == top)
+
+
+def span_document(f: SpanFile, analysis: SpanAnalysis | None,
+                  error: str | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "span": f.span,
+        "file": f.relpath,
+        "device": {"kind": None, "name": None},
+        "verdict": None,
+        "steps": [],
+        "findings": [],
+        "notes": [],
+        "errors": [error] if error else [],
+    }
+    if analysis is None:
+        return doc
+    model = analysis.model
+    windows = analysis.windows
+    doc["device"] = {"kind": model.device_kind, "name": model.device_name}
+    doc["verdict"] = headline_verdict(windows)
+    doc["steps"] = [step_document(w) for w in windows]
+    if not len(analysis.host_steps):
+        doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
+    if analysis.cpu_only:
+        doc["notes"].append(
+            "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
+            f"of at least {analysis.thresholds.cpu_heavy_self_us:g} µs"
+        )
+    doc["notes"].extend(model.warnings)
+    return doc
+
+
+def analyse_file(f: SpanFile, thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Load and analyse one span file; a bad file becomes an ``errors`` entry, never a crash."""
+    try:
+        model = load_trace(f.url, display_path=f.relpath)
+    except TraceLoadError as exc:
+        return span_document(f, None, str(exc))
+    return span_document(f, SpanAnalysis(model, thresholds))
+
+
+def build_document(logdir: LogDir, run: str | None = None,
+                   thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Analyse every span of ``logdir`` (or of one run) into the report document."""
+    runs = [r for r in logdir.runs if run is None or r.name == run]
+    return {
+        "schema": SCHEMA_VERSION,
+        "logdir": logdir.logdir,
+        "runs": [
+            {
+                "run": r.name,
+                "workers": [
+                    {"worker": w.name, "spans": [analyse_file(s, thresholds) for s in w.spans]}
+                    for w in r.workers
+                ],
+            }
+            for r in runs
+        ],
+    }

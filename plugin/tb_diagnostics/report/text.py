@@ -1,0 +1,143 @@
+"""Human renderings of the report document: plain text for terminals, Markdown for PRs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+_CAUSE_WORDS = {
+    "input": "waiting for input (DataLoader)",
+    "sync": "blocked in syncs",
+    "launch": "launching work (Python, ops, runtime calls)",
+    "other": "with nothing recorded on the host",
+}
+
+
+def _ms(us: float | None) -> str:
+    return "—" if us is None else f"{us / 1000:.2f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _step_label(s: dict[str, Any]) -> str:
+    return "(all)" if s["step"] is None else f"#{s['step']}"
+
+
+def headline(span: dict[str, Any]) -> str:
+    """One sentence that says what bounds the span and why."""
+    steps = span["steps"]
+    if span["errors"] and not steps:
+        return "could not be analysed"
+    if not steps:
+        return "no events to analyse"
+    verdict = span["verdict"]
+    same = [s for s in steps if s["verdict"] == verdict]
+    wall = sum(s["wall_us"] for s in steps)
+    busy = sum(s["device_busy_us"] for s in steps)
+    device = "CPU" if span["device"]["kind"] == "cpu" else "device"
+    which = ("the whole span" if steps[0]["step"] is None
+             else f"{len(same)} of {len(steps)} steps")
+    text = f"{verdict} ({which}); the {device} is busy {_pct(busy / wall if wall else 0)}"
+    idle = {c: sum(s["idle"][f"{c}_us"] for s in steps) for c in _CAUSE_WORDS}
+    total_idle = sum(idle.values())
+    if total_idle > 0:
+        cause = max(idle, key=lambda c: idle[c])
+        text += (f" and idle {_pct(total_idle / wall)}, mostly {_CAUSE_WORDS[cause]}"
+                 f" ({_pct(idle[cause] / total_idle)} of the idle time)")
+    return text + "."
+
+
+def _spans(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for run in doc["runs"]:
+        for worker in run["workers"]:
+            for span in worker["spans"]:
+                yield run["run"], worker["worker"], span
+
+
+def _device(span: dict[str, Any]) -> str:
+    d = span["device"]
+    if d["kind"] is None:
+        return "unknown device"
+    return d["kind"] + (f": {d['name']}" if d["name"] else "")
+
+
+_COLUMNS = ("step", "wall ms", "busy", "verdict", "main idle cause", "input ms", "sync ms",
+            "launch ms", "other ms")
+
+
+def _row(s: dict[str, Any]) -> list[str]:
+    i = s["idle"]
+    return [_step_label(s), _ms(s["wall_us"]), _pct(s["device_busy"]), s["verdict"],
+            s["main_idle_cause"] or "—", _ms(i["input_us"]), _ms(i["sync_us"]),
+            _ms(i["launch_us"]), _ms(i["other_us"])]
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    out: list[str] = []
+    if not doc["runs"]:
+        out.append(f"No PyTorch profiler traces (*.pt.trace.json[.gz]) under {doc['logdir']}.")
+    for run, worker, span in _spans(doc):
+        out.append(f"run {run} · worker {worker} · span {span['span']} ({_device(span)})")
+        out.append(f"  file: {span['file']}")
+        out.append(f"  verdict: {headline(span)}")
+        for err in span["errors"]:
+            out.append(f"  error: {err}")
+        for note in span["notes"]:
+            out.append(f"  note: {note}")
+        if span["steps"]:
+            rows = [list(_COLUMNS)] + [_row(s) for s in span["steps"]]
+            widths = [max(len(r[c]) for r in rows) for c in range(len(_COLUMNS))]
+            for r in rows:
+                cells = [r[0].ljust(widths[0])] + [
+                    (v.ljust if c in (3, 4) else v.rjust)(widths[c]) for c, v in enumerate(r)
+                    if c > 0]
+                out.append("  " + "  ".join(cells).rstrip())
+        out.extend(_findings_text(span))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _findings_text(span: dict[str, Any]) -> list[str]:
+    if not span["findings"]:
+        return []
+    lines = ["  findings:"]
+    for f in span["findings"]:
+        save = f.get("savings_us")
+        tail = f" (saves ~{_ms(save)} ms/step)" if save else ""
+        lines.append(f"    [{f['severity']}] {f['rule']}: {f['message']}{tail}")
+    return lines
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    out = ["# tb-diagnostics report", ""]
+    if not doc["runs"]:
+        out.append(f"No PyTorch profiler traces under `{doc['logdir']}`.")
+    for run, worker, span in _spans(doc):
+        out.append(f"## `{run}` · `{worker}` · span `{span['span']}`")
+        out.append("")
+        out.append(f"*{_device(span)}* — file `{span['file']}`")
+        out.append("")
+        out.append(f"**Verdict:** {headline(span)}")
+        out.append("")
+        for err in span["errors"]:
+            out.append(f"> **Error:** {err}")
+        for note in span["notes"]:
+            out.append(f"> Note: {note}")
+        if span["errors"] or span["notes"]:
+            out.append("")
+        if span["steps"]:
+            out.append("| " + " | ".join(_COLUMNS) + " |")
+            out.append("|" + "|".join("---" if c in (3, 4) else "--:" for c in
+                                       range(len(_COLUMNS))) + "|")
+            for s in span["steps"]:
+                out.append("| " + " | ".join(_row(s)) + " |")
+            out.append("")
+        if span["findings"]:
+            out.append("**Findings**")
+            out.append("")
+            for f in span["findings"]:
+                out.append(f"- **{f['severity']}** `{f['rule']}`: {f['message']}")
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,94 @@
+"""What each event is: Kineto's category names across trace generations, and
+the event names that mean "waiting for input" or "waiting for the device".
+
+Category names changed three times between 2021 and 2024 (``Operator`` →
+``cpu_op``, ``Runtime`` → ``cuda_runtime``, ``Kernel`` → ``kernel``, flows
+``async`` → ``async_cpu_to_gpu`` → ``ac2g``); every generation maps onto one
+:class:`Kind` here so nothing downstream has to know.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+
+class Kind(IntEnum):
+    """The role of a complete (``ph: X``) event."""
+
+    CPU_OP = 1  # an ATen / autograd operator call
+    USER_ANNOTATION = 2  # record_function labels, ProfilerStep#N, DataLoader iteration
+    RUNTIME = 3  # CUDA/HIP runtime API call on the host (cudaLaunchKernel, cudaMemcpyAsync…)
+    DRIVER = 4  # CUDA driver API call on the host (cuLaunchKernel, used by Triton)
+    PYTHON = 5  # python_function frames (with_stack=True, 2022+)
+    KERNEL = 6  # a kernel on the device (or a CUPTI range in counter mode)
+    MEMCPY = 7  # a copy executed by the device
+    MEMSET = 8  # a memset executed by the device
+    GPU_ANNOTATION = 9  # gpu_user_annotation: the device-side twin of a user annotation
+    GPU_SYNC = 10  # cuda_sync: the device waiting on an event/stream (not work)
+    TRACE = 11  # the profiler's own span ("PyTorch Profiler (0)")
+    OVERHEAD = 12  # profiler overhead recorded on the host ("Buffer Flush")
+    OTHER = 13  # anything else: kept, never counted as work
+
+
+HOST_KINDS = frozenset(
+    {Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON, Kind.OVERHEAD,
+     Kind.OTHER}
+)
+DEVICE_KINDS = frozenset(
+    {Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.GPU_SYNC}
+)
+#: Device events that are real work and make the device busy.
+DEVICE_ACTIVITY_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET})
+#: Host events a runtime/driver correlation id can point from.
+LAUNCHER_KINDS = frozenset({Kind.RUNTIME, Kind.DRIVER})
+
+CATEGORY_KIND: dict[str | None, Kind] = {
+    "cpu_op": Kind.CPU_OP,
+    "Operator": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "user_annotation": Kind.USER_ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "Runtime": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.DRIVER,
+    "python_function": Kind.PYTHON,
+    "kernel": Kind.KERNEL,
+    "Kernel": Kind.KERNEL,
+    "cuda_profiler_range": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "Memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "Memset": Kind.MEMSET,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    "cuda_sync": Kind.GPU_SYNC,
+    "Trace": Kind.TRACE,
+    "overhead": Kind.OVERHEAD,
+    "Overhead": Kind.OVERHEAD,
+}
+
+#: Flow categories that link a launch on the host to its device activity.
+LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu", "async_gpu"})
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+#: Host events during which the process is fetching the next batch.
+INPUT_NAME = re.compile(
+    r"^enumerate\(DataLoader\)"
+    r"|torch/utils/data/dataloader\.py\(\d+\): (?:__next__|_next_data)$"
+)
+
+#: Host events that block until the device has caught up (the user's or the profiler's).
+SYNC_NAME = re.compile(
+    r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$"
+    r"|^(?:cuda|hip)Memcpy(?:2D|3D|WithStream)?$"
+    r"|^cuCtxSynchronize$|^cuStreamSynchronize$|^cuEventSynchronize$"
+    r"|^aten::(?:item|_local_scalar_dense)$"
+    r"|^torch/cuda/__init__\.py\(\d+\): synchronize$"
+    r"|^<built-in function _cuda_synchronize>$"
+)
+
+
+def kind_of(category: str | None) -> Kind:
+    """Map a Kineto category (any generation) to a :class:`Kind`."""
+    return CATEGORY_KIND.get(category, Kind.OTHER)

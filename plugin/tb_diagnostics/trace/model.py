@@ -1,0 +1,215 @@
+"""The columnar trace model: one per trace file, built once, read by everything.
+
+Every complete event is a row across parallel numpy columns (no per-event
+Python object survives the build), strings are interned into one table, and
+the relations the analysis needs are precomputed as index columns:
+``parent`` (host nesting by time containment, per thread) and ``launcher``
+(device activity → the runtime/driver call that launched it).
+
+Times are float64 microseconds relative to :attr:`TraceModel.origin_us`, the
+start of the earliest event, so figures read as "µs since the profiler
+started" whatever the trace generation wrote (absolute epoch µs before 2024,
+offsets from ``baseTimeNanoseconds`` after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.trace.categories import (
+    DEVICE_ACTIVITY_KINDS,
+    HOST_KINDS,
+    LAUNCHER_KINDS,
+    Kind,
+)
+
+NO_ID = -1
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One timeline row: a host thread or a device stream."""
+
+    pid: str
+    tid: str
+    is_device: bool
+    label: str
+
+    @property
+    def key(self) -> str:
+        side = "device" if self.is_device else "host"
+        return f"{side}:{self.pid}:{self.tid}"
+
+
+@dataclass(frozen=True)
+class MemoryEvents:
+    """``[memory]`` instant events (``profile_memory=True``), in time order."""
+
+    ts: np.ndarray  # float64 µs, relative to the model origin
+    nbytes: np.ndarray  # float64, + for an allocation, - for a free
+    total_allocated: np.ndarray  # float64, NaN where the trace does not say
+    total_reserved: np.ndarray  # float64, NaN where the trace does not say
+    device_type: np.ndarray  # int64: 0 CPU, 1 CUDA (Kineto's c10::DeviceType)
+    device_id: np.ndarray  # int64, -1 for the host
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """File-level facts: devices, distributed setup, profiler flags."""
+
+    device_properties: list[dict[str, Any]]
+    distributed_info: dict[str, Any] | None
+    schema_version: Any
+    base_time_ns: float | None
+    profiler_flags: dict[str, Any]
+
+
+@dataclass(frozen=True, eq=False)
+class TraceModel:
+    """All complete events of one trace file as columns, sorted by start time.
+
+    Rows are ordered by ``start`` and, on ties, longer events first, so a
+    parent always precedes its children.
+    """
+
+    path: str
+    strings: list[str]
+    kind: np.ndarray  # uint8, a trace.categories.Kind
+    name: np.ndarray  # int32 into `strings`
+    lane: np.ndarray  # int32 into `lanes`
+    start: np.ndarray  # float64 µs since origin
+    dur: np.ndarray  # float64 µs
+    correlation: np.ndarray  # int64, NO_ID where absent
+    external_id: np.ndarray  # int64, NO_ID where absent
+    parent: np.ndarray  # int32 row of the enclosing host event on the same thread, NO_ID
+    launcher: np.ndarray  # int32 row of the launching runtime/driver call (device rows), NO_ID
+    stream: np.ndarray  # int64 device stream (device rows), NO_ID
+    device: np.ndarray  # int64 device index (device rows), NO_ID
+    nbytes: np.ndarray  # float64 bytes moved by memcpy/memset, NaN elsewhere
+    python_id: np.ndarray  # int64 python_function id, NO_ID
+    python_parent: np.ndarray  # int64 python_function parent id, NO_ID
+    call_stack: np.ndarray  # int32 into `strings` (2021 "Call stack" arg), NO_ID
+    input_dims: np.ndarray  # int32 into `strings` (JSON of "Input Dims"), NO_ID
+    input_types: np.ndarray  # int32 into `strings` (JSON of "Input type"), NO_ID
+    lanes: list[Lane]
+    memory: MemoryEvents
+    meta: TraceMeta
+    origin_us: float  # absolute µs (epoch-based where the trace allows) of start == 0
+    warnings: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        return self.start + self.dur
+
+    def name_of(self, row: int) -> str:
+        return self.strings[int(self.name[row])]
+
+    def string(self, sid: int) -> str | None:
+        return None if sid < 0 else self.strings[sid]
+
+    @cached_property
+    def name_index(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.strings)}
+
+    def rows_named(self, names: set[str] | frozenset[str]) -> np.ndarray:
+        """Rows whose name is one of ``names`` (exact match)."""
+        ids = [self.name_index[n] for n in names if n in self.name_index]
+        return np.flatnonzero(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
+
+    def rows_matching(self, pattern: Any) -> np.ndarray:
+        """Rows whose name matches a compiled regular expression (``search``)."""
+        ids = [i for i, s in enumerate(self.strings) if pattern.search(s)]
+        return np.flatnonzero(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
+
+    def rows_of(self, kinds: frozenset[Kind] | set[Kind]) -> np.ndarray:
+        return np.flatnonzero(np.isin(self.kind, np.asarray(sorted(kinds), dtype=np.uint8)))
+
+    @cached_property
+    def host_rows(self) -> np.ndarray:
+        return self.rows_of(HOST_KINDS)
+
+    @cached_property
+    def device_activity_rows(self) -> np.ndarray:
+        return self.rows_of(DEVICE_ACTIVITY_KINDS)
+
+    @cached_property
+    def launcher_rows(self) -> np.ndarray:
+        return self.rows_of(LAUNCHER_KINDS)
+
+    @cached_property
+    def has_device_activity(self) -> bool:
+        return bool(self.device_activity_rows.size)
+
+    @cached_property
+    def device_kind(self) -> str:
+        """``cuda``, ``rocm`` or ``cpu`` (no device activity: the CPU is the device)."""
+        if not self.has_device_activity:
+            return "cpu"
+        for props in self.meta.device_properties:
+            name = str(props.get("name", ""))
+            if "gcnArchName" in props or any(w in name for w in ("AMD", "Radeon", "Instinct")):
+                return "rocm"
+        launchers = self.launcher_rows
+        if launchers.size and any(
+            self.strings[i].startswith("hip") for i in np.unique(self.name[launchers])
+        ):
+            return "rocm"
+        return "cuda"
+
+    @cached_property
+    def device_name(self) -> str | None:
+        """The name of the device the activities ran on, from ``deviceProperties``."""
+        if not self.has_device_activity:
+            return None
+        devs = self.device[self.device_activity_rows]
+        devs = devs[devs >= 0]
+        used = int(np.bincount(devs).argmax()) if devs.size else 0
+        props = self.meta.device_properties
+        for p in props:
+            if p.get("id") == used and p.get("name"):
+                return str(p["name"])
+        if props and props[0].get("name"):
+            return str(props[0]["name"])
+        return None
+
+    def self_time(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Self time (duration minus the children's durations) of host rows.
+
+        Children are the rows whose ``parent`` is the row; a child that spills
+        past its parent's end is clipped to it, so self time never goes
+        negative on slightly inconsistent traces.
+        """
+        return self._self_time_all if rows is None else self._self_time_all[rows]
+
+    @cached_property
+    def _self_time_all(self) -> np.ndarray:
+        child = np.flatnonzero(self.parent >= 0)
+        par = self.parent[child]
+        clipped = np.minimum(self.end[child], self.end[par]) - self.start[child]
+        covered = np.bincount(par, weights=np.maximum(clipped, 0.0), minlength=len(self))
+        return np.maximum(self.dur - covered, 0.0)
+
+    @cached_property
+    def children_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(order, offsets): children of row r are ``order[offsets[r]:offsets[r + 1]]``."""
+        par = self.parent
+        order = np.argsort(par, kind="stable")
+        order = order[par[order] >= 0]
+        counts = np.bincount(par[order], minlength=len(self))
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return order, offsets
+
+    def children(self, row: int) -> np.ndarray:
+        order, offsets = self.children_index
+        return order[offsets[row] : offsets[row + 1]]

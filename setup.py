@@ -1,0 +1,49 @@
+"""Distribution `tb-diagnostics`: a TensorBoard tab that explains PyTorch profiler traces."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="tb-diagnostics",
+    version="0.1.0",
+    description="Step-by-step diagnoses of PyTorch profiler traces, as a TensorBoard tab and a CLI",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.10",
+    package_dir={"": "plugin"},
+    packages=find_packages("plugin"),
+    package_data={"tb_diagnostics": ["static/*", "static/**/*"]},
+    include_package_data=True,
+    install_requires=[
+        "numpy>=1.24",
+        "msgspec>=0.18",
+        "fsspec>=2023.1",
+        "tensorboard>=2.14",
+        "werkzeug>=2.2",
+    ],
+    extras_require={
+        # torch and torch-tb-profiler are only needed to *make* traces (workloads/)
+        # and to compare against the peer; the engine and the tab never import them.
+        "workloads": ["torch>=2.1,<3"],
+        "peer": ["torch-tb-profiler>=0.4"],
+        "test": [
+            "pytest>=7.4",
+            "ruff>=0.5",
+            "torch>=2.1,<3",
+            "hypothesis>=6.80",
+        ],
+    },
+    entry_points={
+        "console_scripts": ["tb-diagnostics = tb_diagnostics.cli:main"],
+        "tensorboard_plugins": ["diagnostics = tb_diagnostics.tb_plugin:DiagnosticsPlugin"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Framework :: TensorBoard",
+    ],
+)
