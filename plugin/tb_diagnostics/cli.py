@@ -1,6 +1,7 @@
 """``tb-diagnostics``: the command line.
 
     tb-diagnostics report LOGDIR [--run RUN] [--format text|json|markdown]
+    tb-diagnostics rules [--format text|markdown]
 
 Exit codes: 0 on success (bad files are reported inside the report), 1 when
 trace files were found but none could be read, 2 on a usage error or an
@@ -61,7 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     th.add_argument("--cpu-heavy-self-us", type=float, default=CPU_HEAVY_SELF_US, metavar="US",
                     help="CPU-only traces: op calls with at least this self time count as "
                          f"device work (default {CPU_HEAVY_SELF_US:g})")
+    rules = sub.add_parser("rules", help="list every rule with what it detects and how to fix it")
+    rules.add_argument("--format", choices=("text", "markdown"), default="text")
     return p
+
+
+def _rules(args: argparse.Namespace) -> int:
+    from tb_diagnostics.rules._catalogue import render_markdown, render_text
+
+    sys.stdout.write(render_markdown() if args.format == "markdown" else render_text())
+    return 0
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -107,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _report(args)
+    if args.command == "rules":
+        return _rules(args)
     return _fail(f"unknown command {args.command!r}")  # pragma: no cover - argparse guards
 
 

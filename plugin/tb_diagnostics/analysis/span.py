@@ -8,10 +8,13 @@ for, and nothing is computed twice.
 
 from __future__ import annotations
 
-from functools import cached_property
+from collections.abc import Callable
+from functools import cached_property, wraps
+from typing import TypeVar
 
 import numpy as np
 
+from tb_diagnostics.analysis.dispatch import CallNode, call_tree
 from tb_diagnostics.analysis.intervals import Intervals, covered, union
 from tb_diagnostics.analysis.steps import (
     HostSteps,
@@ -22,6 +25,27 @@ from tb_diagnostics.analysis.steps import (
 from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict
 from tb_diagnostics.trace.categories import INPUT_NAME, STEP_NAME, SYNC_NAME, Kind
 from tb_diagnostics.trace.model import TraceModel
+
+T = TypeVar("T")
+
+
+def computed(fn: Callable[[SpanAnalysis], T]) -> Callable[[SpanAnalysis], T]:
+    """Make ``fn(analysis)`` a computed artifact: run once per analysis, then shared.
+
+    Derived views that live outside this module (GPU gaps, launch delays,
+    memory series…) use this so that every rule asking for them gets the same
+    object and the work is done once.
+    """
+
+    @wraps(fn)
+    def memoized(analysis: SpanAnalysis) -> T:
+        cache = analysis._computed
+        if fn not in cache:
+            cache[fn] = fn(analysis)
+        return cache[fn]
+
+    return memoized
+
 
 #: Host kinds that mean "the host is running the user's program" (Python,
 #: operators, runtime calls); the profiler's own span and overhead are not.
@@ -35,6 +59,8 @@ class SpanAnalysis:
     def __init__(self, model: TraceModel, thresholds: Thresholds | None = None) -> None:
         self.model = model
         self.thresholds = thresholds or Thresholds()
+        self._call_trees: dict[int, CallNode] = {}
+        self._computed: dict[Callable, object] = {}
 
     # ---- what the device is -------------------------------------------------
     @property
@@ -136,6 +162,23 @@ class SpanAnalysis:
                 starts.append(cursor)
                 ends.append(e)
         return union(np.asarray(starts), np.asarray(ends))
+
+    def window_activity_rows(self, index: int) -> np.ndarray:
+        """Device activity rows charged to window ``index`` (all of them without steps)."""
+        acts = self.model.device_activity_rows
+        if not len(self.host_steps):
+            return acts
+        return acts[self.activity_step == index]
+
+    def call_tree(self, index: int) -> CallNode:
+        """The aggregated dispatch tree of window ``index`` (see :mod:`.dispatch`)."""
+        tree = self._call_trees.get(index)
+        if tree is None:
+            w = self.windows[index]
+            tree = call_tree(self.model, w.row, w.host_start, w.host_end,
+                             self.window_activity_rows(index))
+            self._call_trees[index] = tree
+        return tree
 
     # ---- the windows ------------------------------------------------------
     @cached_property

@@ -12,6 +12,7 @@ from typing import Any
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import LogDir, SpanFile
+from tb_diagnostics.rules import run_rules
 from tb_diagnostics.trace import load_trace
 
 SCHEMA_VERSION = 1
@@ -66,6 +67,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
     doc["verdict"] = headline_verdict(windows)
     doc["steps"] = [step_document(w) for w in windows]
+    doc["findings"] = [f.to_dict() for f in run_rules(analysis)]
     if not len(analysis.host_steps):
         doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
     if analysis.cpu_only:

@@ -1,0 +1,57 @@
+"""The rules reference (`docs/rules.md`, `tb-diagnostics rules`), generated from the rules."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+
+from tb_diagnostics.rules import all_rules
+from tb_diagnostics.rules.base import Rule
+
+HEADER = (
+    "# Rules reference\n\n"
+    "Generated from the rule modules in `plugin/tb_diagnostics/rules/` by "
+    "`tb-diagnostics rules --format markdown`; a test checks it is current.\n"
+)
+
+
+def _thresholds(rule: Rule) -> list[tuple[str, object]]:
+    t = rule.thresholds
+    if t is None or not is_dataclass(t):
+        return []
+    return [(f.name, getattr(t, f.name)) for f in fields(t)]
+
+
+def render_markdown() -> str:
+    out = [HEADER]
+    rules = all_rules()
+    out.append("| id | severity | title |\n|---|---|---|")
+    out.extend(f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.title} |" for r in rules)
+    out.append("")
+    for r in rules:
+        sec = r.doc_sections()
+        out.append(f"## {r.id}\n\n**{r.title}** — default severity: {r.severity}\n")
+        if sec.get("summary"):
+            out.append(sec["summary"] + "\n")
+        for head in ("what it detects", "why it matters", "how to fix"):
+            if sec.get(head):
+                out.append(f"**{head.capitalize()}.** {sec[head]}\n")
+        th = _thresholds(r)
+        if th:
+            out.append("Thresholds: " + ", ".join(f"`{k}` = {v!r}" for k, v in th) + "\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_text() -> str:
+    out = []
+    for r in all_rules():
+        sec = r.doc_sections()
+        out.append(f"{r.id}  [{r.severity}]  {r.title}")
+        for head in ("what it detects", "why it matters", "how to fix"):
+            if sec.get(head):
+                body = " ".join(sec[head].split())
+                out.append(f"    {head}: {body}")
+        th = _thresholds(r)
+        if th:
+            out.append("    thresholds: " + ", ".join(f"{k}={v!r}" for k, v in th))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n" if out else "No rules registered.\n"
