@@ -35,6 +35,7 @@ setup(
             "ruff>=0.5",
             "torch>=2.1,<3",
             "hypothesis>=6.80",
+            "playwright>=1.65,<1.66",
         ],
     },
     entry_points={

@@ -1,0 +1,96 @@
+"""Shared fixtures: a tiny trace builder for exact-number tests, and the shared real traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = (REPO / ".." / "shared").resolve()
+SHARED_TRACES = SHARED / "traces"
+SHARED_SPEC = SHARED / "spec"
+
+HOST_PID, HOST_TID = 1, 1
+GPU_PID, GPU_STREAM = 0, 7
+
+
+class TraceBuilder:
+    """Writes small Kineto-shaped traces; times in µs, like the profiler."""
+
+    def __init__(self, device_properties: list[dict] | None = None) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.top: dict[str, Any] = {"schemaVersion": 1}
+        if device_properties is not None:
+            self.top["deviceProperties"] = device_properties
+        self._corr = 0
+
+    def x(self, cat: str, name: str, ts: float, dur: float, *, pid: Any = HOST_PID,
+          tid: Any = HOST_TID, **args: Any) -> dict[str, Any]:
+        ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+        if args:
+            ev["args"] = args
+        self.events.append(ev)
+        return ev
+
+    def step(self, n: int, ts: float, dur: float, **kw: Any) -> dict[str, Any]:
+        return self.x("user_annotation", f"ProfilerStep#{n}", ts, dur, **kw)
+
+    def op(self, name: str, ts: float, dur: float, **kw: Any) -> dict[str, Any]:
+        return self.x("cpu_op", name, ts, dur, **kw)
+
+    def launch(self, ts: float, dur: float, kernel: str, k_ts: float, k_dur: float, *,
+               stream: int = GPU_STREAM, runtime: str = "cudaLaunchKernel",
+               cat: str = "kernel", **kw: Any) -> int:
+        """A runtime call on the host and the device activity it launched."""
+        self._corr += 1
+        c = self._corr
+        self.x("cuda_runtime", runtime, ts, dur, correlation=c, **kw)
+        self.x(cat, kernel, k_ts, k_dur, pid=GPU_PID, tid=stream, correlation=c,
+               stream=stream, device=0)
+        return c
+
+    def document(self) -> dict[str, Any]:
+        return {**self.top, "traceEvents": self.events}
+
+    def write(self, path: Path, *, gz: bool = False) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(self.document()).encode()
+        path.write_bytes(gzip.compress(data) if gz else data)
+        return path
+
+
+@pytest.fixture
+def trace() -> TraceBuilder:
+    return TraceBuilder(device_properties=[{"id": 0, "name": "Test GPU", "totalGlobalMem": 1}])
+
+
+@pytest.fixture
+def cpu_trace() -> TraceBuilder:
+    return TraceBuilder(device_properties=[])
+
+
+def analyse(builder: TraceBuilder, tmp_path: Path, **thresholds: Any):
+    """Write, load and analyse a built trace; returns the SpanAnalysis."""
+    from tb_diagnostics.analysis import SpanAnalysis, Thresholds
+    from tb_diagnostics.trace import load_trace
+
+    path = builder.write(tmp_path / "run" / "worker0.1.pt.trace.json")
+    return SpanAnalysis(load_trace(str(path)), Thresholds(**thresholds))
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip("../shared/traces is not present")
+    return SHARED_TRACES
+
+
+@pytest.fixture
+def shared_spec() -> Path:
+    if not SHARED_SPEC.is_dir():
+        pytest.skip("../shared/spec is not present")
+    return SHARED_SPEC

@@ -1,0 +1,103 @@
+"""The `tb-diagnostics` command: formats, the JSON contract, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import TraceBuilder
+from tb_diagnostics.cli import main
+
+STEP_KEYS = {"step", "start_us", "wall_us", "device_busy_us", "device_busy", "idle", "verdict",
+             "main_idle_cause", "self_cpu_us", "self_device_us", "ops", "kernels"}
+SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors"}
+
+
+@pytest.fixture
+def logdir(tmp_path):
+    t = TraceBuilder(device_properties=[{"id": 0, "name": "Test GPU"}])
+    t.step(1, 0, 100)
+    t.op("aten::add", 10, 50)
+    t.launch(20, 5, "k", 30, 20)
+    t.step(2, 100, 100)
+    t.launch(110, 5, "k", 120, 85)
+    t.write(tmp_path / "logs" / "runA" / "worker0.5.pt.trace.json.gz", gz=True)
+    t.write(tmp_path / "logs" / "runB" / "rank1.pt.trace.json")
+    return tmp_path / "logs"
+
+
+def test_json_report_follows_the_documented_schema(logdir, capsys):
+    assert main(["report", str(logdir), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["run"] for r in doc["runs"]] == ["runA", "runB"]
+    span = doc["runs"][0]["workers"][0]["spans"][0]
+    assert doc["runs"][0]["workers"][0]["worker"] == "worker0"
+    assert set(span) == SPAN_KEYS
+    assert span["span"] == "5" and span["file"] == "runA/worker0.5.pt.trace.json.gz"
+    assert span["device"] == {"kind": "cuda", "name": "Test GPU"}
+    assert [set(s) for s in span["steps"]] == [STEP_KEYS, STEP_KEYS]
+    assert set(span["steps"][0]["idle"]) == {"input_us", "sync_us", "launch_us", "other_us"}
+    assert [s["verdict"] for s in span["steps"]] == ["overhead-bound", "compute-bound"]
+    assert isinstance(span["findings"], list)
+
+
+def test_run_filter_and_unknown_run(logdir, capsys):
+    assert main(["report", str(logdir), "--run", "runB", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["run"] for r in doc["runs"]] == ["runB"]
+    assert main(["report", str(logdir), "--run", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no run 'nope'" in err and "runA, runB" in err
+
+
+def test_text_report_has_a_step_table_and_headline(logdir, capsys):
+    assert main(["report", str(logdir), "--run", "runA"]) == 0
+    out = capsys.readouterr().out
+    assert "run runA · worker worker0 · span 5 (cuda: Test GPU)" in out
+    assert "verdict: overhead-bound (1 of 2 steps)" in out
+    assert "#1" in out and "#2" in out and "compute-bound" in out
+
+
+def test_markdown_report(logdir, capsys):
+    assert main(["report", str(logdir), "--format", "markdown", "--run", "runA"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# tb-diagnostics report")
+    assert "| step | wall ms | busy | verdict |" in out
+
+
+def test_thresholds_from_the_command_line(logdir, capsys):
+    main(["report", str(logdir), "--run", "runA", "--format", "json", "--compute-bound", "95%"])
+    steps = json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["spans"][0]["steps"]
+    assert steps[1]["verdict"] == "mixed"
+    assert main(["report", str(logdir), "--low-busy", "0.9", "--compute-bound", "0.5"]) == 2
+    assert "thresholds must satisfy" in capsys.readouterr().err
+
+
+def test_exit_codes(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["report"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(tmp_path), "--format", "yaml"])
+    assert e.value.code == 2
+    # An empty log dir is not an error: there is nothing to say yet.
+    assert main(["report", str(tmp_path)]) == 0
+    assert "No PyTorch profiler traces" in capsys.readouterr().out
+    # Only unreadable traces: the report says why, and the exit code says nothing was read.
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "w.1.pt.trace.json").write_text("{")
+    assert main(["report", str(tmp_path)]) == 1
+    assert "r/w.1.pt.trace.json: truncated JSON" in capsys.readouterr().out
+
+
+def test_console_script_runs_as_a_module(logdir):
+    out = subprocess.run([sys.executable, "-m", "tb_diagnostics.cli", "report", str(logdir),
+                          "--format", "json", "-o", str(logdir.parent / "r.json")],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout == ""
+    assert json.loads((logdir.parent / "r.json").read_text())["runs"]

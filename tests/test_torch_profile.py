@@ -1,0 +1,66 @@
+"""A CPU trace written by torch.profiler itself (the format users actually produce) loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_diagnostics.logdir import scan_logdir
+from tb_diagnostics.report import build_document
+
+torch = pytest.importorskip("torch")
+
+
+def profile_matmul_add(logdir, size: int, steps: int = 4) -> None:
+    from torch.profiler import (
+        ProfilerActivity,
+        profile,
+        record_function,
+        schedule,
+        tensorboard_trace_handler,
+    )
+
+    x, w, b = torch.randn(size, size), torch.randn(size, size), torch.randn(size)
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+                 on_trace_ready=tensorboard_trace_handler(str(logdir / f"mm{size}"),
+                                                          worker_name="worker0"),
+                 record_shapes=True) as prof:
+        for _ in range(steps + 1):
+            with record_function("matmul_add"):
+                for _ in range(20):
+                    torch.add(torch.matmul(x, w), b)
+            prof.step()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("torchlog")
+    torch.set_num_threads(1)
+    profile_matmul_add(logdir, 64)
+    profile_matmul_add(logdir, 1024, steps=3)
+    return build_document(scan_logdir(str(logdir)))
+
+
+def steps_of(report, run):
+    (r,) = [r for r in report["runs"] if r["run"] == run]
+    (span,) = r["workers"][0]["spans"]
+    assert span["errors"] == []
+    assert span["device"] == {"kind": "cpu", "name": None}
+    return span["steps"]
+
+
+def test_small_matmul_loop_is_overhead_bound(report):
+    steps = steps_of(report, "mm64")
+    assert len(steps) == 4 and all(s["step"] is not None for s in steps)
+    for s in steps:
+        assert s["device_busy"] < 0.5
+        assert s["verdict"] == "overhead-bound"
+        assert s["ops"] >= 40
+
+
+def test_large_matmul_loop_is_compute_bound(report):
+    steps = steps_of(report, "mm1024")
+    assert len(steps) == 3
+    for s in steps:
+        assert s["device_busy"] >= 0.8, s
+        assert s["verdict"] == "compute-bound"
