@@ -1,7 +1,8 @@
 """Decoded events → :class:`TraceModel`.
 
-One pass sorts events by phase into column lists, then numpy does the rest:
-ordering, lane assignment, the host nesting and the launch join.
+Each field becomes a numpy column through one list comprehension over the
+complete events (no per-event Python work beyond attribute reads), then numpy
+does the rest: ordering, lane assignment, the host nesting and the launch join.
 """
 
 from __future__ import annotations
@@ -20,32 +21,36 @@ from tb_diagnostics.trace.categories import (
     LAUNCHER_KINDS,
     Kind,
 )
+from tb_diagnostics.trace.decode import ABSENT
 from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents, TraceMeta, TraceModel
 
-_DEVICE_KIND_VALUES = frozenset(int(k) for k in DEVICE_KINDS)
+_DEVICE_KIND_VALUES = np.asarray(sorted(int(k) for k in DEVICE_KINDS), dtype=np.uint8)
 _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtime_version",
                    "cuda_driver_version", "trace_name", "display_time_unit")
+_FLOW_PHASES = frozenset({"s", "f", "t"})
+#: Kinds a launch flow can start or end on.
+_LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
+                                 dtype=np.uint8)
 
 
-def _num(v: Any) -> float | None:
-    """A finite number, or None (bools, strings, NaN and infinities are not times)."""
-    if type(v) is float:
-        return v if math.isfinite(v) else None
+def _ints(values: list) -> np.ndarray:
+    """An int64 column; values outside int64 (hostile ids) become NO_ID."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return np.asarray([v if type(v) is int and -(2**63) <= v < 2**63 else NO_ID
+                           for v in values], dtype=np.int64)
+
+
+def _digits(v: Any) -> int:
+    """Numeric value of a pid/tid (``7``, ``"7"``, ``"stream 7"``), else NO_ID."""
     if type(v) is int:
-        return float(v)
-    return None
-
-
-def _as_id(v: Any) -> int:
-    if type(v) is int:
-        return v if -(2**63) <= v < 2**63 else NO_ID
-    if type(v) is str and v.isdigit() and len(v) < 19:
-        return int(v)
+        return v if 0 <= v < 2**63 else NO_ID
+    if type(v) is str:
+        v = v.removeprefix("stream ")
+        if v.isdigit() and len(v) < 19:
+            return int(v)
     return NO_ID
-
-
-def _key(v: Any) -> str:
-    return "" if v is None else str(v)
 
 
 class _Interner:
@@ -53,192 +58,178 @@ class _Interner:
         self.ids: dict[str, int] = {}
         self.strings: list[str] = []
 
-    def __call__(self, s: Any) -> int:
-        if s is None:
-            return NO_ID
-        if type(s) is not str:
-            s = msgspec.json.encode(s).decode() if not isinstance(s, bytes) else repr(s)
-        i = self.ids.get(s)
-        if i is None:
-            i = self.ids[s] = len(self.strings)
-            self.strings.append(s)
-        return i
+    def many(self, values: list[str]) -> np.ndarray:
+        ids = self.ids
+        get = ids.get
+        out = []
+        for v in values:
+            i = get(v)
+            if i is None:
+                i = ids[v] = len(self.strings)
+                self.strings.append(v)
+            out.append(i)
+        return np.asarray(out, dtype=np.int32)
+
+    def optional(self, values: list[Any]) -> np.ndarray:
+        """Intern the non-empty values (lists as their JSON text); NO_ID for the rest."""
+        out = np.full(len(values), NO_ID, dtype=np.int32)
+        idx = [i for i, v in enumerate(values) if v]
+        if idx:
+            texts = [v if type(v) is str else msgspec.json.encode(v).decode()
+                     for v in (values[i] for i in idx)]
+            out[idx] = self.many(texts)
+        return out
 
 
 def build_model(doc: Any, path: str) -> TraceModel:
     """Build the model of one decoded trace file (see :mod:`tb_diagnostics.trace.decode`)."""
+    events = doc.events
+    xs = [e for e in events if e.ph == "X"]
+    warnings: list[str] = []
+
+    ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
+    usable = np.isfinite(ts_abs)
+    if not usable.all():
+        warnings.append(f"{int((~usable).sum())} complete event(s) without a usable ts "
+                        "were skipped")
+        xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
+        ts_abs = ts_abs[usable]
+    n = len(xs)
+    dur = np.asarray([e.dur for e in xs], dtype=np.float64)
+    dur[~(dur >= 0)] = 0.0  # missing, NaN or negative: an instant
+
+    cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
+    kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
+    is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
     intern = _Interner()
-    cols: dict[str, list] = {k: [] for k in (
-        "kind", "name", "pid", "tid", "ts", "dur", "corr", "ext", "stream", "device", "nbytes",
-        "pyid", "pypar", "stack", "dims", "types")}
-    mem: dict[str, list] = {k: [] for k in ("ts", "bytes", "alloc", "resv", "dtype", "did")}
-    flow_start: dict[tuple[str, str, float], int] = {}
-    flow_end: dict[tuple[str, str, float], int] = {}
-    process_names: dict[str, str] = {}
-    thread_names: dict[tuple[str, str], str] = {}
-    skipped = 0
-    kind_get = CATEGORY_KIND.get
-    other = Kind.OTHER
+    name = intern.many([e.name for e in xs])
+    args = [e.args for e in xs]
+    corr = _ints([a.correlation for a in args])
+    ext = _ints([a.external_id for a in args])
+    ext_lc = _ints([a.external_id_lc for a in args])
+    ext = np.where(ext >= 0, ext, ext_lc)
+    pids = [e.pid for e in xs]
+    tids = [e.tid for e in xs]
 
-    for e in doc.events:
-        ph = e.ph
-        if ph == "X":
-            ts = _num(e.ts)
-            if ts is None:
-                skipped += 1
-                continue
-            dur = _num(e.dur)
-            dur = dur if dur is not None and dur >= 0 else 0.0
-            cat = e.cat
-            kind = kind_get(cat, other) if type(cat) is str or cat is None else other
-            a = e.args
-            cols["kind"].append(kind)
-            cols["name"].append(intern(e.name if type(e.name) is str else str(e.name)))
-            cols["pid"].append(_key(e.pid))
-            cols["tid"].append(_key(e.tid))
-            cols["ts"].append(ts)
-            cols["dur"].append(dur)
-            if a is None:
-                for k in ("corr", "ext", "stream", "device", "pyid", "pypar", "stack", "dims",
-                          "types"):
-                    cols[k].append(NO_ID)
-                cols["nbytes"].append(math.nan)
-                continue
-            cols["corr"].append(_as_id(a.correlation))
-            ext = a.external_id if a.external_id is not None else a.external_id_lc
-            cols["ext"].append(_as_id(ext))
-            cols["stream"].append(_as_id(a.stream))
-            cols["device"].append(_as_id(a.device))
-            nb = _num(a.nbytes)
-            cols["nbytes"].append(math.nan if nb is None else nb)
-            cols["pyid"].append(_as_id(a.python_id))
-            cols["pypar"].append(_as_id(a.python_parent_id))
-            cols["stack"].append(intern(a.call_stack) if a.call_stack else NO_ID)
-            cols["dims"].append(intern(a.input_dims) if a.input_dims else NO_ID)
-            cols["types"].append(intern(a.input_type) if a.input_type else NO_ID)
-        elif ph in ("s", "f", "t"):
-            if e.cat in LAUNCH_FLOW_CATEGORIES and _num(e.ts) is not None:
-                fid = _as_id(e.id)
-                if fid != NO_ID:
-                    target = flow_start if ph == "s" else flow_end
-                    target[(_key(e.pid), _key(e.tid), _num(e.ts))] = fid
-        elif ph in ("i", "I"):
-            if e.name == "[memory]" and e.args is not None and _num(e.ts) is not None:
-                a = e.args
-                mem["ts"].append(_num(e.ts))
-                b = _num(a.mem_bytes)
-                mem["bytes"].append(0.0 if b is None else b)
-                v = _num(a.total_allocated)
-                mem["alloc"].append(math.nan if v is None else v)
-                v = _num(a.total_reserved)
-                mem["resv"].append(math.nan if v is None else v)
-                mem["dtype"].append(_as_id(a.device_type))
-                mem["did"].append(a.device_id if type(a.device_id) is int else NO_ID)
-        elif ph == "M" and e.args is not None and type(e.args.label) is str:
-            if e.name == "process_name":
-                process_names[_key(e.pid)] = e.args.label
-            elif e.name == "thread_name":
-                thread_names[(_key(e.pid), _key(e.tid))] = e.args.label
+    _fill_from_flows(events, corr, kind, is_dev, pids, tids, ts_abs)
 
-    warnings = []
-    if skipped:
-        warnings.append(f"{skipped} complete event(s) without a usable ts were skipped")
-    return _assemble(path, doc, intern, cols, mem, flow_start, flow_end, process_names,
-                     thread_names, warnings)
+    lane_ids: dict[tuple[bool, Any, Any], int] = {}
+    lane_col = np.asarray([lane_ids.setdefault(k, len(lane_ids))
+                           for k in zip(is_dev.tolist(), pids, tids, strict=True)],
+                          dtype=np.int32)
+    process_names, thread_names = _metadata_names(events)
+    lanes = [Lane(pid=str(p), tid=str(t), is_device=d,
+                  label=_lane_label(d, str(p), str(t), process_names, thread_names))
+             for (d, p, t) in lane_ids]
 
-
-def _assemble(path, doc, intern, cols, mem, flow_start, flow_end, process_names, thread_names,
-              warnings) -> TraceModel:
-    n = len(cols["kind"])
-    kind = np.asarray(cols["kind"], dtype=np.uint8)
-    ts_abs = np.asarray(cols["ts"], dtype=np.float64)
-    dur = np.asarray(cols["dur"], dtype=np.float64)
-    corr = np.asarray(cols["corr"], dtype=np.int64)
-    is_dev = np.isin(kind, np.asarray(sorted(_DEVICE_KIND_VALUES), dtype=np.uint8))
-
-    # Launch flows fill in correlations a generation of traces left out.
-    if flow_start or flow_end:
-        for i in np.flatnonzero(corr == NO_ID):
-            table = flow_end if is_dev[i] else flow_start
-            fid = table.get((cols["pid"][i], cols["tid"][i], cols["ts"][i]))
-            if fid is not None:
-                corr[i] = fid
+    device = _ints([a.device for a in args])
+    stream = _ints([a.stream if type(a.stream) is int else ABSENT for a in args])
+    # Device rows name their device and stream in args in most generations;
+    # else the GPU track's pid is the device index and its tid the stream.
+    lane_pid = np.asarray([_digits(p) for (_, p, _) in lane_ids], dtype=np.int64)
+    lane_tid = np.asarray([_digits(t) for (_, _, t) in lane_ids], dtype=np.int64)
+    fill = is_dev & (device < 0)
+    device[fill] = lane_pid[lane_col[fill]]
+    fill = is_dev & (stream < 0)
+    stream[fill] = lane_tid[lane_col[fill]]
 
     origin = float(ts_abs.min()) if n else 0.0
     order = np.lexsort((-dur, ts_abs)) if n else np.zeros(0, dtype=np.int64)
-
-    lane_ids: dict[tuple[bool, str, str], int] = {}
-    lanes: list[Lane] = []
-    lane_col = np.empty(n, dtype=np.int32)
-    for i, (p, t, d) in enumerate(zip(cols["pid"], cols["tid"], is_dev.tolist(), strict=True)):
-        key = (d, p, t)
-        li = lane_ids.get(key)
-        if li is None:
-            li = lane_ids[key] = len(lanes)
-            lanes.append(Lane(pid=p, tid=t, is_device=d, label=_lane_label(
-                d, p, t, process_names, thread_names)))
-        lane_col[i] = li
-
-    def col(name: str, dtype: Any) -> np.ndarray:
-        return np.asarray(cols[name], dtype=dtype)[order]
-
     kind = kind[order]
     start = ts_abs[order] - origin
     dur = dur[order]
     lane_col = lane_col[order]
     corr = corr[order]
-    device = col("device", np.int64)
-    stream = col("stream", np.int64)
-    # Device rows name their device and stream in args in most generations;
-    # fall back to the GPU track's pid/tid (pid is the device index).
-    pid_num = np.asarray([_as_id(p) for p in cols["pid"]], dtype=np.int64)[order]
-    tid_num = np.asarray([_as_id(t.removeprefix("stream ")) for t in cols["tid"]],
-                         dtype=np.int64)[order]
-    dev_rows = is_dev[order]
-    fill = dev_rows & (device < 0)
-    device[fill] = pid_num[fill]
-    fill = dev_rows & (stream < 0)
-    stream[fill] = tid_num[fill]
+    is_dev = is_dev[order]
 
-    parent = _nest(kind, lane_col, start, start + dur, dev_rows)
-    launcher = _join_launches(kind, corr)
+    def column(values: np.ndarray) -> np.ndarray:
+        return values[order]
 
-    memory = _memory(mem, origin)
-    base_ns = doc.base_time_ns if _num(doc.base_time_ns) is not None else None
-    meta = TraceMeta(
-        device_properties=[p for p in (doc.device_properties or []) if isinstance(p, dict)],
-        distributed_info=doc.distributed_info if isinstance(doc.distributed_info, dict) else None,
-        schema_version=doc.schema_version,
-        base_time_ns=float(base_ns) if base_ns is not None else None,
-        profiler_flags={k: getattr(doc, k) for k in _PROFILER_FLAGS
-                        if getattr(doc, k, None) is not None},
+    meta = _meta(doc)
+    py_parent = [a.python_parent_id for a in args]
+    model_cols = dict(
+        name=column(name),
+        external_id=column(ext),
+        stream=column(stream),
+        device=column(device),
+        nbytes=column(np.asarray([a.nbytes for a in args], dtype=np.float64)),
+        python_id=column(_ints([a.python_id for a in args])),
+        python_parent=column(_ints([NO_ID if v is None else v for v in py_parent])),
+        call_stack=column(intern.optional([a.call_stack for a in args])),
+        input_dims=column(intern.optional([a.input_dims for a in args])),
+        input_types=column(intern.optional([a.input_type for a in args])),
     )
-    origin_abs = origin + (meta.base_time_ns / 1000.0 if meta.base_time_ns else 0.0)
     return TraceModel(
         path=path,
         strings=intern.strings,
         kind=kind,
-        name=col("name", np.int32),
         lane=lane_col,
         start=start,
         dur=dur,
         correlation=corr,
-        external_id=col("ext", np.int64),
-        parent=parent,
-        launcher=launcher,
-        stream=stream,
-        device=device,
-        nbytes=col("nbytes", np.float64),
-        python_id=col("pyid", np.int64),
-        python_parent=col("pypar", np.int64),
-        call_stack=col("stack", np.int32),
-        input_dims=col("dims", np.int32),
-        input_types=col("types", np.int32),
+        parent=_nest(kind, lane_col, start, start + dur, is_dev),
+        launcher=_join_launches(kind, corr),
         lanes=lanes,
-        memory=memory,
+        memory=_memory(events, origin),
         meta=meta,
-        origin_us=origin_abs,
+        origin_us=origin + (meta.base_time_ns or 0.0) / 1000.0,
         warnings=warnings,
+        **model_cols,
+    )
+
+
+def _fill_from_flows(events: list, corr: np.ndarray, kind: np.ndarray, is_dev: np.ndarray,
+                     pids: list, tids: list, ts_abs: np.ndarray) -> None:
+    """Launch flows fill in the correlation ids a generation of traces left out.
+
+    A flow start sits on the launching call (same thread and ts), its end on
+    the device activity; the flow id is the correlation id.
+    """
+    linked = np.isin(kind, _LINKED_KIND_VALUES)
+    missing = np.flatnonzero(linked & (corr == NO_ID))
+    if not missing.size:
+        return
+    starts: dict[tuple[str, str, float], int] = {}
+    ends: dict[tuple[str, str, float], int] = {}
+    for e in events:
+        if e.ph in _FLOW_PHASES and e.cat in LAUNCH_FLOW_CATEGORIES and math.isfinite(e.ts):
+            fid = e.id if type(e.id) is int else _digits(e.id)
+            if fid != NO_ID:
+                table = starts if e.ph == "s" else ends
+                table[(str(e.pid), str(e.tid), e.ts)] = fid
+    if not starts and not ends:
+        return
+    for i in missing.tolist():
+        table = ends if is_dev[i] else starts
+        fid = table.get((str(pids[i]), str(tids[i]), float(ts_abs[i])))
+        if fid is not None:
+            corr[i] = fid
+
+
+def _metadata_names(events: list) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    process_names: dict[str, str] = {}
+    thread_names: dict[tuple[str, str], str] = {}
+    for e in events:
+        if e.ph == "M" and e.args.label is not None:
+            if e.name == "process_name":
+                process_names[str(e.pid)] = e.args.label
+            elif e.name == "thread_name":
+                thread_names[(str(e.pid), str(e.tid))] = e.args.label
+    return process_names, thread_names
+
+
+def _meta(doc: Any) -> TraceMeta:
+    base = doc.base_time_ns
+    base_ns = float(base) if type(base) in (int, float) and math.isfinite(base) else None
+    props = doc.device_properties if isinstance(doc.device_properties, list) else []
+    dist = doc.distributed_info
+    return TraceMeta(
+        device_properties=[p for p in props if isinstance(p, dict)],
+        distributed_info=dist if isinstance(dist, dict) else None,
+        schema_version=doc.schema_version,
+        base_time_ns=base_ns,
+        profiler_flags={k: getattr(doc, k) for k in _PROFILER_FLAGS
+                        if getattr(doc, k, None) is not None},
     )
 
 
@@ -308,14 +299,18 @@ def _join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:
     return launcher
 
 
-def _memory(mem: dict[str, list], origin: float) -> MemoryEvents:
-    ts = np.asarray(mem["ts"], dtype=np.float64) - origin
+def _memory(events: list, origin: float) -> MemoryEvents:
+    mem = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")
+           and math.isfinite(e.ts)]
+    args = [e.args for e in mem]
+    ts = np.asarray([e.ts for e in mem], dtype=np.float64) - origin
     order = np.argsort(ts, kind="stable")
+    nbytes = np.asarray([a.mem_bytes for a in args], dtype=np.float64)
     return MemoryEvents(
         ts=ts[order],
-        nbytes=np.asarray(mem["bytes"], dtype=np.float64)[order],
-        total_allocated=np.asarray(mem["alloc"], dtype=np.float64)[order],
-        total_reserved=np.asarray(mem["resv"], dtype=np.float64)[order],
-        device_type=np.asarray(mem["dtype"], dtype=np.int64)[order],
-        device_id=np.asarray(mem["did"], dtype=np.int64)[order],
+        nbytes=np.nan_to_num(nbytes, nan=0.0)[order],
+        total_allocated=np.asarray([a.total_allocated for a in args], dtype=np.float64)[order],
+        total_reserved=np.asarray([a.total_reserved for a in args], dtype=np.float64)[order],
+        device_type=_ints([a.device_type for a in args])[order],
+        device_id=_ints([a.device_id for a in args])[order],
     )

@@ -2,111 +2,169 @@
 
 Kineto writes one JSON object per event with a free-form ``args`` map. A plain
 ``json.loads`` builds a dict for every event and every arg; here msgspec decodes
-straight into slotted structs and skips every key we do not name, which is both
-faster and several times smaller in memory.
+straight into slotted structs and skips every key we do not name, which is
+several times faster and smaller.
 
-Two struct families are generated from one field table: a *strict* one whose
-fields are typed (the fast path, taken by every well-formed trace) and a
-*lenient* one whose fields accept any JSON value (the fallback when a file has,
-say, a string ``ts``; the model builder then drops what it cannot use).
+Two struct families come from one field table. The *strict* one has exact
+types and defaults that stand for "absent" (``-1``, ``NaN``), so the model
+builder can turn a field into a numpy column with one list comprehension; every
+well-formed trace takes this path. When a file has a field of the wrong type
+(a string ``ts``, a float correlation id, ``null`` where a number belongs), it
+is decoded again with a *lenient* family that accepts any JSON value, and each
+event is normalised into a strict one, dropping what cannot be used.
 """
 
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from tb_diagnostics.errors import TraceLoadError
 
-# (python name, JSON key, strict type). Unknown keys are skipped by msgspec.
-_ARG_FIELDS: list[tuple[str, str, Any]] = [
-    ("correlation", "correlation", int | str | None),
-    ("external_id", "External id", int | str | None),
-    ("external_id_lc", "external id", int | str | None),
-    ("python_id", "Python id", int | None),
-    ("python_parent_id", "Python parent id", int | None),
-    ("call_stack", "Call stack", str | None),
-    ("nbytes", "bytes", int | float | None),
-    ("mem_bytes", "Bytes", int | float | None),
-    ("total_allocated", "Total Allocated", int | float | None),
-    ("total_reserved", "Total Reserved", int | float | None),
-    ("device_type", "Device Type", int | None),
-    ("device_id", "Device Id", int | None),
-    ("device", "device", int | None),
-    ("stream", "stream", int | str | None),
-    ("input_dims", "Input Dims", list | None),
-    ("input_type", "Input type", list | None),
-    ("grid", "grid", list | None),
-    ("label", "name", str | None),  # the name carried by ph:M metadata events
-    ("block", "block", list | None),
+NAN = math.nan
+ABSENT = -1
+
+
+def _num(v: Any, default: float = NAN) -> float:
+    """A finite number, else ``default`` (bools, strings, NaN, infinities are not numbers)."""
+    if type(v) is float:
+        return v if math.isfinite(v) else default
+    if type(v) is int:
+        return float(v)
+    return default
+
+
+def _id(v: Any) -> int:
+    """A non-negative id that fits int64, else ABSENT (digit strings are accepted)."""
+    if type(v) is str and v.isdigit() and len(v) < 19:
+        v = int(v)
+    if type(v) is int and 0 <= v < 2**63:
+        return v
+    return ABSENT
+
+
+def _opt_id(v: Any) -> int | None:
+    i = _id(v)
+    return None if i == ABSENT else i
+
+
+def _str(v: Any) -> str:
+    return v if type(v) is str else ""
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if type(v) is str else None
+
+
+def _key(v: Any) -> int | str:
+    """pid/tid: ints and strings are kept, anything else becomes a string."""
+    if type(v) in (int, str):
+        return v
+    return "" if v is None else str(v)
+
+
+def _list(v: Any) -> list | None:
+    return v if type(v) is list else None
+
+
+def _id_or_str(v: Any) -> int | str:
+    if type(v) is str:
+        return v
+    return _id(v)
+
+
+# (python name, JSON key, strict type, default meaning "absent", sanitizer for bad input)
+Field = tuple[str, str, Any, Any, Callable[[Any], Any]]
+
+_ARG_FIELDS: list[Field] = [
+    ("correlation", "correlation", int, ABSENT, _id),
+    ("external_id", "External id", int, ABSENT, _id),
+    ("external_id_lc", "external id", int, ABSENT, _id),
+    ("python_id", "Python id", int, ABSENT, _id),
+    ("python_parent_id", "Python parent id", int | None, None, _opt_id),
+    ("call_stack", "Call stack", str, "", _str),
+    ("nbytes", "bytes", float, NAN, _num),
+    ("mem_bytes", "Bytes", float, NAN, _num),
+    ("total_allocated", "Total Allocated", float, NAN, _num),
+    ("total_reserved", "Total Reserved", float, NAN, _num),
+    ("device_type", "Device Type", int, ABSENT, _id),
+    ("device_id", "Device Id", int, ABSENT, _id),
+    ("device", "device", int, ABSENT, _id),
+    ("stream", "stream", int | str, ABSENT, _id_or_str),
+    ("input_dims", "Input Dims", list | None, None, _list),
+    ("input_type", "Input type", list | None, None, _list),
+    ("grid", "grid", list | None, None, _list),
+    ("block", "block", list | None, None, _list),
+    ("label", "name", str | None, None, _opt_str),  # the name carried by ph:M metadata events
 ]
 
-_EVENT_FIELDS: list[tuple[str, str, Any]] = [
-    ("ph", "ph", str),
-    ("cat", "cat", str | None),
-    ("name", "name", str),
-    ("pid", "pid", int | str | None),
-    ("tid", "tid", int | str | None),
-    ("ts", "ts", float | None),
-    ("dur", "dur", float | None),
-    ("id", "id", int | str | None),
-    ("bp", "bp", str | None),
+_EVENT_FIELDS: list[Field] = [
+    ("ph", "ph", str, "", _str),
+    ("cat", "cat", str, "", _str),
+    ("name", "name", str, "", lambda v: v if type(v) is str else ("" if v is None else str(v))),
+    ("pid", "pid", int | str, "", _key),
+    ("tid", "tid", int | str, "", _key),
+    ("ts", "ts", float, NAN, _num),
+    ("dur", "dur", float, NAN, _num),
+    ("id", "id", int | str | None, None, lambda v: v if type(v) in (int, str) else None),
 ]
 
-_TOP_FIELDS: list[tuple[str, str, Any]] = [
-    ("schema_version", "schemaVersion", int | str | None),
-    ("device_properties", "deviceProperties", list | None),
-    ("distributed_info", "distributedInfo", dict | None),
-    ("base_time_ns", "baseTimeNanoseconds", int | float | None),
-    ("display_time_unit", "displayTimeUnit", str | None),
-    ("trace_name", "traceName", str | None),
-    ("record_shapes", "record_shapes", int | bool | None),
-    ("profile_memory", "profile_memory", int | bool | None),
-    ("with_stack", "with_stack", int | bool | None),
-    ("cuda_runtime_version", "cuda_runtime_version", int | str | None),
-    ("cuda_driver_version", "cuda_driver_version", int | str | None),
+_TOP_FIELDS: list[tuple[str, str]] = [
+    ("schema_version", "schemaVersion"),
+    ("device_properties", "deviceProperties"),
+    ("distributed_info", "distributedInfo"),
+    ("base_time_ns", "baseTimeNanoseconds"),
+    ("display_time_unit", "displayTimeUnit"),
+    ("trace_name", "traceName"),
+    ("record_shapes", "record_shapes"),
+    ("profile_memory", "profile_memory"),
+    ("with_stack", "with_stack"),
+    ("cuda_runtime_version", "cuda_runtime_version"),
+    ("cuda_driver_version", "cuda_driver_version"),
 ]
 
 
-def _defaults(ftype: Any) -> Any:
-    if ftype is str:
-        return ""
-    return None
+def _struct(name: str, fields: list[Field], lenient: bool, **kw: Any) -> type:
+    spec = [(py, Any if lenient else t, msgspec.field(default=d, name=key))
+            for py, key, t, d, _ in fields]
+    return msgspec.defstruct(name, spec, gc=False, **kw)
 
 
-def _make_structs(lenient: bool) -> tuple[type, type, type]:
-    def spec(fields: list[tuple[str, str, Any]]) -> list[tuple[str, Any, Any]]:
-        out = []
-        for pyname, key, ftype in fields:
-            t = Any if lenient else ftype
-            out.append((pyname, t, msgspec.field(default=_defaults(ftype), name=key)))
-        return out
-
-    suffix = "Lenient" if lenient else "Strict"
-    args_t = msgspec.defstruct(f"Args{suffix}", spec(_ARG_FIELDS), gc=False)
-    ev_fields = [*spec(_EVENT_FIELDS), ("args", Any if lenient else args_t | None, None)]
-    if lenient:
-        # In lenient mode args stay typed so lookups by attribute keep working;
-        # their own fields are already Any.
-        ev_fields[-1] = ("args", args_t | None, None)
-    event_t = msgspec.defstruct(f"Event{suffix}", ev_fields, gc=False)
-    top_fields = [
-        ("events", list[event_t], msgspec.field(default_factory=list, name="traceEvents")),
-        *spec(_TOP_FIELDS),
-    ]
-    top_t = msgspec.defstruct(f"TraceFile{suffix}", top_fields)
-    return args_t, event_t, top_t
+Args = _struct("Args", _ARG_FIELDS, lenient=False)
+Event = msgspec.defstruct(
+    "Event",
+    [(py, t, msgspec.field(default=d, name=key)) for py, key, t, d, _ in _EVENT_FIELDS]
+    + [("args", Args, msgspec.field(default_factory=Args))],
+    gc=False,
+)
+_ArgsLenient = _struct("ArgsLenient", _ARG_FIELDS, lenient=True)
+_EventLenient = msgspec.defstruct(
+    "EventLenient",
+    [(py, Any, msgspec.field(default=d, name=key)) for py, key, _, d, _ in _EVENT_FIELDS]
+    + [("args", _ArgsLenient | None, None)],
+    gc=False,
+)
 
 
-_, EventStrict, TraceFileStrict = _make_structs(lenient=False)
-_, EventLenient, TraceFileLenient = _make_structs(lenient=True)
+def _top(name: str, event_t: type) -> type:
+    return msgspec.defstruct(
+        name,
+        [("events", list[event_t], msgspec.field(default_factory=list, name="traceEvents"))]
+        + [(py, Any, msgspec.field(default=None, name=key)) for py, key in _TOP_FIELDS],
+    )
 
-_STRICT_DECODER = msgspec.json.Decoder(TraceFileStrict | list[EventStrict])
-_LENIENT_DECODER = msgspec.json.Decoder(TraceFileLenient | list[EventLenient])
-_SHAPE_DECODER = msgspec.json.Decoder()
+
+TraceFile = _top("TraceFile", Event)
+_TraceFileLenient = _top("TraceFileLenient", _EventLenient)
+
+_STRICT = msgspec.json.Decoder(TraceFile | list[Event])
+_LENIENT = msgspec.json.Decoder(_TraceFileLenient | list[_EventLenient])
+_ANY = msgspec.json.Decoder()
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -115,7 +173,7 @@ def decompress(raw: bytes, path: str) -> bytes:
     """Return the JSON bytes, sniffing gzip by its magic number, not the file name.
 
     People rename files; a ``.gz`` that holds plain JSON (or the reverse)
-    should still load.
+    still loads.
     """
     if not raw.startswith(GZIP_MAGIC):
         return raw
@@ -130,7 +188,7 @@ def decompress(raw: bytes, path: str) -> bytes:
 
 
 def decode(data: bytes, path: str) -> Any:
-    """Decode trace JSON bytes into a ``TraceFile*`` struct.
+    """Decode trace JSON bytes into a :data:`TraceFile` of strict :data:`Event` structs.
 
     Raises :class:`TraceLoadError` naming ``path`` for empty, truncated,
     malformed or wrongly shaped input.
@@ -138,24 +196,39 @@ def decode(data: bytes, path: str) -> Any:
     if not data.strip():
         raise TraceLoadError(path, "empty file")
     try:
-        doc = _STRICT_DECODER.decode(data)
+        doc = _STRICT.decode(data)
     except msgspec.ValidationError:
-        doc = _decode_lenient(data, path)
+        doc = _normalise(_decode_lenient(data, path))
     except msgspec.DecodeError as exc:
         raise TraceLoadError(path, _describe_decode_error(exc)) from None
     if isinstance(doc, list):
-        # The bare-array form of the Chrome trace format.
-        doc = TraceFileLenient(events=doc)
+        doc = TraceFile(events=doc)  # the bare-array form of the Chrome trace format
     return doc
 
 
 def _decode_lenient(data: bytes, path: str) -> Any:
     try:
-        return _LENIENT_DECODER.decode(data)
+        return _LENIENT.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceLoadError(path, _describe_shape(data, exc)) from None
-    except msgspec.DecodeError as exc:
+    except msgspec.DecodeError as exc:  # pragma: no cover - the strict pass saw it first
         raise TraceLoadError(path, _describe_decode_error(exc)) from None
+
+
+def _normalise(doc: Any) -> Any:
+    """Lenient structs → strict ones, each field through its sanitizer."""
+    events = doc if isinstance(doc, list) else doc.events
+    ev_fields = [(py, fix) for py, _, _, _, fix in _EVENT_FIELDS]
+    arg_fields = [(py, fix) for py, _, _, _, fix in _ARG_FIELDS]
+    out = []
+    for e in events:
+        a = e.args
+        args = Args(**{py: fix(getattr(a, py)) for py, fix in arg_fields}) if a else Args()
+        out.append(Event(**{py: fix(getattr(e, py)) for py, fix in ev_fields}, args=args))
+    if isinstance(doc, list):
+        return out
+    top = {py: getattr(doc, py) for py, _ in _TOP_FIELDS}
+    return TraceFile(events=out, **top)
 
 
 def _describe_decode_error(exc: msgspec.DecodeError) -> str:
@@ -167,8 +240,8 @@ def _describe_decode_error(exc: msgspec.DecodeError) -> str:
 
 def _describe_shape(data: bytes, exc: msgspec.ValidationError) -> str:
     try:
-        top = _SHAPE_DECODER.decode(data)
-    except msgspec.DecodeError:
+        top = _ANY.decode(data)
+    except msgspec.DecodeError:  # pragma: no cover - decoded twice already
         top = None
     if not isinstance(top, dict | list):
         return f"not a trace: the JSON is a {type(top).__name__}, not an object with traceEvents"
