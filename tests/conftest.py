@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,12 @@ def trace() -> TraceBuilder:
 @pytest.fixture
 def cpu_trace() -> TraceBuilder:
     return TraceBuilder(device_properties=[])
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Content hash and mtime of every file below ``root``: proof that nothing was written."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            + f":{p.stat().st_mtime_ns}" for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def analyse(builder: TraceBuilder, tmp_path: Path, **thresholds: Any):

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
-from pathlib import Path
 
 import fsspec
 import pytest
 
-from conftest import TraceBuilder
+from conftest import TraceBuilder, tree_digest
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.logdir import parse_trace_name, scan_logdir
 from tb_diagnostics.report import build_document
@@ -79,17 +77,12 @@ def test_memory_filesystem_through_fsspec():
         fs.rm("/tbd-test", recursive=True)
 
 
-def _tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            + f":{p.stat().st_mtime_ns}" for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def test_analysing_never_writes_into_the_logdir(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "worker0.1.pt.trace.json").write_bytes(tiny())
     (tmp_path / "r" / "worker0.2.pt.trace.json").write_bytes(b'{"traceEvents": [')
-    before = _tree_digest(tmp_path)
+    before = tree_digest(tmp_path)
     build_document(scan_logdir(str(tmp_path)))
-    assert _tree_digest(tmp_path) == before
+    assert tree_digest(tmp_path) == before
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
         ["r", "worker0.1.pt.trace.json", "worker0.2.pt.trace.json"])

@@ -23,6 +23,7 @@ from tb_diagnostics.analysis.verdict import (
     LOW_BUSY,
     Thresholds,
 )
+from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.logdir import scan_logdir
 from tb_diagnostics.report import build_document
@@ -53,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--run", help="only this run (its path relative to LOGDIR)")
     rep.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     rep.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    rep.add_argument("--no-cache", action="store_true",
+                     help="neither read nor write the cache of parsed traces "
+                          "(TB_DIAGNOSTICS_CACHE, default ~/.cache/tb-diagnostics)")
+    rep.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="analyse up to N files in parallel (default: one per core, at most 8)")
     th = rep.add_argument_group("verdict thresholds")
     th.add_argument("--compute-bound", type=_fraction, default=COMPUTE_BOUND, metavar="FRACTION",
                     help=f"device busy at or above this is compute-bound (default "
@@ -74,6 +80,20 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress_printer():
+    """A one-line progress display on a terminal; silent when stderr is a file or a pipe."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, f) -> None:
+        end = "\n" if done == total else ""
+        name = f.relpath if len(f.relpath) < 60 else "…" + f.relpath[-59:]
+        sys.stderr.write(f"\r\x1b[Kanalysed {done}/{total}: {name}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
 def _fail(message: str, code: int = 2) -> int:
     print(f"tb-diagnostics: error: {message}", file=sys.stderr)
     return code
@@ -93,7 +113,11 @@ def _report(args: argparse.Namespace) -> int:
         known = ", ".join(r.name for r in logdir.runs) or "none"
         return _fail(f"no run {args.run!r} in {args.logdir} (runs: {known})")
 
-    doc = build_document(logdir, run=args.run, thresholds=thresholds)
+    if args.workers is not None and args.workers < 1:
+        return _fail("--workers must be at least 1")
+    cache = None if args.no_cache else TraceCache()
+    doc = build_document(logdir, run=args.run, thresholds=thresholds, cache=cache,
+                         workers=args.workers, progress=_progress_printer())
     if args.format == "json":
         text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
     elif args.format == "markdown":

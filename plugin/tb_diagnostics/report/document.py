@@ -7,13 +7,16 @@ and of the tab's routes (documented in the README); add keys, never rename.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
-from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import LogDir, SpanFile
 from tb_diagnostics.rules import run_rules
-from tb_diagnostics.trace import load_trace
+
+if TYPE_CHECKING:
+    from tb_diagnostics.cache import TraceCache
 
 SCHEMA_VERSION = 1
 
@@ -81,17 +84,26 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
 
 def analyse_file(f: SpanFile, thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Load and analyse one span file; a bad file becomes an ``errors`` entry, never a crash."""
-    try:
-        model = load_trace(f.url, display_path=f.relpath)
-    except TraceLoadError as exc:
-        return span_document(f, None, str(exc))
-    return span_document(f, SpanAnalysis(model, thresholds))
+    from tb_diagnostics.engine import span_summary
+
+    return span_summary(f, thresholds)
 
 
 def build_document(logdir: LogDir, run: str | None = None,
-                   thresholds: Thresholds | None = None) -> dict[str, Any]:
-    """Analyse every span of ``logdir`` (or of one run) into the report document."""
+                   thresholds: Thresholds | None = None, *, cache: TraceCache | None = None,
+                   workers: int | None = None, executor: Executor | None = None,
+                   progress: Callable[[int, int, SpanFile], None] | None = None,
+                   ) -> dict[str, Any]:
+    """Analyse every span of ``logdir`` (or of one run) into the report document.
+
+    Files are analysed in parallel (see :func:`tb_diagnostics.engine.summarise_files`).
+    """
+    from tb_diagnostics.engine import summarise_files
+
     runs = [r for r in logdir.runs if run is None or r.name == run]
+    files = [f for r in runs for f in r.files]
+    done = summarise_files(files, thresholds, cache=cache, workers=workers, executor=executor,
+                           progress=progress)
     return {
         "schema": SCHEMA_VERSION,
         "logdir": logdir.logdir,
@@ -99,7 +111,7 @@ def build_document(logdir: LogDir, run: str | None = None,
             {
                 "run": r.name,
                 "workers": [
-                    {"worker": w.name, "spans": [analyse_file(s, thresholds) for s in w.spans]}
+                    {"worker": w.name, "spans": [done[s.relpath] for s in w.spans]}
                     for w in r.workers
                 ],
             }

@@ -1,0 +1,132 @@
+"""One entry point from a span file to its model, analysis and summary, with caching.
+
+The CLI, the tab's data provider and the benchmark all go through here, so a
+figure is computed the same way (and cached the same way) everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from multiprocessing import get_context
+from typing import Any
+
+from tb_diagnostics.analysis import SpanAnalysis, Thresholds
+from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.errors import TraceLoadError
+from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.trace import TraceModel, load_trace
+
+#: Upper bound of worker processes, whatever the core count: each holds a model in memory.
+MAX_WORKERS = 8
+
+
+def open_model(f: SpanFile, cache: TraceCache | None = None) -> TraceModel:
+    """The model of a span file: from the cache when it is current, else parsed (and cached)."""
+    if cache is not None:
+        model = cache.get_model(f)
+        if model is not None:
+            return model
+    model = load_trace(f.url, display_path=f.relpath)
+    if cache is not None:
+        with contextlib.suppress(OSError):  # a full or read-only cache must not fail analysis
+            cache.put_model(f, model)
+    return model
+
+
+def open_analysis(f: SpanFile, thresholds: Thresholds | None = None,
+                  cache: TraceCache | None = None) -> SpanAnalysis:
+    """A :class:`SpanAnalysis` of the span (raises :class:`TraceLoadError`)."""
+    return SpanAnalysis(open_model(f, cache), thresholds)
+
+
+def thresholds_variant(thresholds: Thresholds | None) -> str:
+    th = asdict(thresholds or Thresholds())
+    return hashlib.sha256(repr(sorted(th.items())).encode()).hexdigest()[:12]
+
+
+def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
+                 cache: TraceCache | None = None) -> dict[str, Any]:
+    """The span's report document (steps, verdicts, findings, errors), cached by thresholds."""
+    from tb_diagnostics.report.document import span_document
+
+    variant = thresholds_variant(thresholds)
+    if cache is not None:
+        hit = cache.get_results(f, variant)
+        if hit is not None:
+            return hit
+    try:
+        doc = span_document(f, open_analysis(f, thresholds, cache))
+    except TraceLoadError as exc:
+        return span_document(f, None, str(exc))  # not cached: the file may be mid-write
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            cache.put_results(f, variant, doc)
+    return doc
+
+
+def _summary_job(f: SpanFile, thresholds: Thresholds | None,
+                 cache_root: str | None) -> dict[str, Any]:
+    cache = TraceCache(cache_root) if cache_root is not None else None
+    return span_summary(f, thresholds, cache)
+
+
+def default_workers(n_files: int) -> int:
+    return max(1, min(n_files, os.cpu_count() or 1, MAX_WORKERS))
+
+
+def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = None,
+                    cache: TraceCache | None = None, workers: int | None = None,
+                    executor: Executor | None = None,
+                    progress: Callable[[int, int, SpanFile], None] | None = None,
+                    ) -> dict[str, dict[str, Any]]:
+    """Summaries of many files (keyed by relpath), in a bounded pool of processes.
+
+    Each job returns a compact summary, never a model, so only small results
+    cross process boundaries. ``executor`` may be any
+    :class:`concurrent.futures.Executor` (a Dask client's, for instance);
+    by default a process pool of :func:`default_workers` is used when there is
+    more than one file, and the work stays in this process otherwise.
+    """
+    files = list(files)
+    out: dict[str, dict[str, Any]] = {}
+    total = len(files)
+    done = 0
+
+    def finished(f: SpanFile, summary: dict[str, Any]) -> None:
+        nonlocal done
+        out[f.relpath] = summary
+        done += 1
+        if progress:
+            progress(done, total, f)
+
+    # Cached summaries are answered here: a warm run starts no process at all.
+    todo = []
+    variant = thresholds_variant(thresholds)
+    for f in files:
+        hit = cache.get_results(f, variant) if cache is not None else None
+        if hit is not None:
+            finished(f, hit)
+        else:
+            todo.append(f)
+    n_workers = workers or default_workers(len(todo))
+    cache_root = str(cache.root) if cache is not None else None
+    if executor is None and (n_workers <= 1 or len(todo) <= 1):
+        for f in todo:
+            finished(f, span_summary(f, thresholds, cache))
+        return out
+    own = executor is None
+    pool = executor or ProcessPoolExecutor(max_workers=n_workers,
+                                           mp_context=get_context("spawn"))
+    try:
+        futures = {pool.submit(_summary_job, f, thresholds, cache_root): f for f in todo}
+        for fut in as_completed(futures):
+            finished(futures[fut], fut.result())
+    finally:
+        if own:
+            pool.shutdown()
+    return out
