@@ -115,7 +115,9 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
             todo.append(f)
     n_workers = workers or default_workers(len(todo))
     cache_root = str(cache.root) if cache is not None else None
-    if executor is None and (n_workers <= 1 or len(todo) <= 1):
+    # An in-memory filesystem exists only in this process: no pool can see it.
+    in_memory = any(f.url.startswith("memory://") for f in todo)
+    if executor is None and (n_workers <= 1 or len(todo) <= 1 or in_memory):
         for f in todo:
             finished(f, span_summary(f, thresholds, cache))
         return out

@@ -20,7 +20,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.dispatch import KIND_LABEL
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.categories import DEVICE_ACTIVITY_KINDS, Kind
 
 #: Default cap on events per step payload; a browser canvas draws this many
 #: rectangles per frame without stutter, and the JSON stays ~200 kB.
@@ -32,8 +32,16 @@ MAX_NAME = 400
 #: can go 60 frames deep and would push the GPU streams out of view.
 MAX_DEPTH = 16
 
-#: The profiler's own whole-run span is not an event of the step.
-_SKIP_KINDS = frozenset({int(Kind.TRACE)})
+#: Share of ``max_events`` that device activities and their launches may take
+#: before host calls compete; the rest keeps the host's structure visible.
+DEVICE_SHARE = 0.7
+
+#: Not drawn: the profiler's own whole-run span, and Python frames
+#: (``with_stack=True``), which nest 20-60 deep above every op and would push
+#: the ops and the GPU streams out of view (the dispatch tree skips them too).
+#: A finding's evidence is drawn even when it is one of these.
+_SKIP_KINDS = frozenset({int(Kind.TRACE), int(Kind.PYTHON)})
+DEVICE_KINDS_U8 = frozenset(int(k) for k in DEVICE_ACTIVITY_KINDS)
 
 
 @dataclass(frozen=True)
@@ -138,20 +146,36 @@ def step_timeline(analysis: SpanAnalysis, index: int, highlight: Iterable[int] =
     too_deep = int((~keep).sum())
 
     if int(keep.sum()) > limits.max_events:
-        # Longest first: a parent is never shorter than its child, so nesting
-        # survives the cut; launches of kept kernels are favoured on ties.
-        score = np.where(keep, end - start, -np.inf)
-        must = np.isin(rows, wanted)
-        score[must] = np.inf
-        top = np.argpartition(-score, limits.max_events - 1)[: limits.max_events]
-        sel = np.zeros(rows.size, dtype=bool)
-        sel[top] = True
-        keep &= sel
+        keep &= _select(analysis, rows, end - start, keep, wanted, limits.max_events)
     keep |= np.isin(rows, wanted)
 
     rows, start, end, lane, depth = rows[keep], start[keep], end[keep], lane[keep], depth[keep]
     return _payload(analysis, w, rows, start, end, lane, depth, (lo, hi), total,
                     too_deep, limits, wanted)
+
+
+def _select(analysis: SpanAnalysis, rows: np.ndarray, length: np.ndarray, eligible: np.ndarray,
+            wanted: np.ndarray, budget: int) -> np.ndarray:
+    """Which of ``rows`` to keep when there are more than ``budget``.
+
+    Device activities first (longest first, up to ``DEVICE_SHARE`` of the
+    budget) with the calls that launched them, then host calls longest first:
+    a parent is never shorter than its child, so nesting survives the cut.
+    """
+    m = analysis.model
+    sel = np.isin(rows, wanted) & eligible
+    left = budget - int(sel.sum())
+    is_dev = np.isin(m.kind[rows], np.asarray(sorted(DEVICE_KINDS_U8), dtype=np.uint8))
+    dev = np.flatnonzero(eligible & is_dev & ~sel)
+    dev = dev[np.argsort(-length[dev], kind="stable")][: max(int(left * DEVICE_SHARE) // 2, 0)]
+    sel[dev] = True
+    launchers = m.launcher[rows[dev]]
+    sel |= np.isin(rows, launchers[launchers >= 0]) & eligible
+    left = budget - int(sel.sum())
+    rest = np.flatnonzero(eligible & ~sel)
+    if left > 0 and rest.size:
+        sel[rest[np.argsort(-length[rest], kind="stable")][:left]] = True
+    return sel
 
 
 def _payload(analysis: SpanAnalysis, w: Any, rows: np.ndarray, start: np.ndarray,
