@@ -83,139 +83,178 @@ class _Interner:
 
 def build_model(doc: Any, path: str) -> TraceModel:
     """Build the model of one decoded trace file (see :mod:`tb_diagnostics.trace.decode`)."""
-    events = doc.events
-    xs = [e for e in events if e.ph == "X"]
-    warnings: list[str] = []
-
-    ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
-    usable = np.isfinite(ts_abs)
-    if not usable.all():
-        warnings.append(f"{int((~usable).sum())} complete event(s) without a usable ts "
-                        "were skipped")
-        xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
-        ts_abs = ts_abs[usable]
-    n = len(xs)
-    dur = np.asarray([e.dur for e in xs], dtype=np.float64)
-    dur[~(dur >= 0)] = 0.0  # missing, NaN or negative: an instant
-
-    cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
-    kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
-    is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
-    intern = _Interner()
-    name = intern.many([e.name for e in xs])
-    args = [e.args for e in xs]
-    corr = _ints([a.correlation for a in args])
-    ext = _ints([a.external_id for a in args])
-    ext_lc = _ints([a.external_id_lc for a in args])
-    ext = np.where(ext >= 0, ext, ext_lc)
-    pids = [e.pid for e in xs]
-    tids = [e.tid for e in xs]
-
-    _fill_from_flows(events, corr, kind, is_dev, pids, tids, ts_abs)
-
-    lane_ids: dict[tuple[bool, Any, Any], int] = {}
-    lane_col = np.asarray([lane_ids.setdefault(k, len(lane_ids))
-                           for k in zip(is_dev.tolist(), pids, tids, strict=True)],
-                          dtype=np.int32)
-    process_names, thread_names = _metadata_names(events)
-    lanes = [Lane(pid=str(p), tid=str(t), is_device=d,
-                  label=_lane_label(d, str(p), str(t), process_names, thread_names))
-             for (d, p, t) in lane_ids]
-
-    device = _ints([a.device for a in args])
-    stream = _ints([a.stream if type(a.stream) is int else ABSENT for a in args])
-    # Device rows name their device and stream in args in most generations;
-    # else the GPU track's pid is the device index and its tid the stream.
-    lane_pid = np.asarray([_digits(p) for (_, p, _) in lane_ids], dtype=np.int64)
-    lane_tid = np.asarray([_digits(t) for (_, _, t) in lane_ids], dtype=np.int64)
-    fill = is_dev & (device < 0)
-    device[fill] = lane_pid[lane_col[fill]]
-    fill = is_dev & (stream < 0)
-    stream[fill] = lane_tid[lane_col[fill]]
-
-    origin = float(ts_abs.min()) if n else 0.0
-    order = np.lexsort((-dur, ts_abs)) if n else np.zeros(0, dtype=np.int64)
-    kind = kind[order]
-    start = ts_abs[order] - origin
-    dur = dur[order]
-    lane_col = lane_col[order]
-    corr = corr[order]
-    is_dev = is_dev[order]
-
-    def column(values: np.ndarray) -> np.ndarray:
-        return values[order]
-
-    meta = _meta(doc)
-    py_parent = [a.python_parent_id for a in args]
-    model_cols = dict(
-        name=column(name),
-        external_id=column(ext),
-        stream=column(stream),
-        device=column(device),
-        nbytes=column(np.asarray([a.nbytes for a in args], dtype=np.float64)),
-        python_id=column(_ints([a.python_id for a in args])),
-        python_parent=column(_ints([NO_ID if v is None else v for v in py_parent])),
-        call_stack=column(intern.optional([a.call_stack for a in args])),
-        input_dims=column(intern.optional([a.input_dims for a in args])),
-        input_types=column(intern.optional([a.input_type for a in args])),
-    )
-    return TraceModel(
-        path=path,
-        strings=intern.strings,
-        kind=kind,
-        lane=lane_col,
-        start=start,
-        dur=dur,
-        correlation=corr,
-        parent=_nest(kind, lane_col, start, start + dur, is_dev),
-        launcher=_join_launches(kind, corr),
-        lanes=lanes,
-        memory=_memory(events, origin),
-        meta=meta,
-        origin_us=origin + (meta.base_time_ns or 0.0) / 1000.0,
-        warnings=warnings,
-        **model_cols,
-    )
+    builder = ModelBuilder(path)
+    builder.add(doc.events)
+    return builder.finish(doc)
 
 
-def _fill_from_flows(events: list, corr: np.ndarray, kind: np.ndarray, is_dev: np.ndarray,
-                     pids: list, tids: list, ts_abs: np.ndarray) -> None:
-    """Launch flows fill in the correlation ids a generation of traces left out.
+class ModelBuilder:
+    """Accumulates columns batch by batch, so a trace can be decoded in bounded pieces.
 
-    A flow start sits on the launching call (same thread and ts), its end on
-    the device activity; the flow id is the correlation id.
+    ``add`` turns a batch of decoded events into column arrays right away (the
+    batch's structs can then be freed); ``finish`` joins the batches and does
+    what needs every event at once: ordering, nesting, the launch join.
     """
-    linked = np.isin(kind, _LINKED_KIND_VALUES)
-    missing = np.flatnonzero(linked & (corr == NO_ID))
-    if not missing.size:
-        return
-    starts: dict[tuple[str, str, float], int] = {}
-    ends: dict[tuple[str, str, float], int] = {}
-    for e in events:
-        if e.ph in _FLOW_PHASES and e.cat in LAUNCH_FLOW_CATEGORIES and math.isfinite(e.ts):
-            fid = e.id if type(e.id) is int else _digits(e.id)
-            if fid != NO_ID:
-                table = starts if e.ph == "s" else ends
-                table[(str(e.pid), str(e.tid), e.ts)] = fid
-    if not starts and not ends:
-        return
-    for i in missing.tolist():
-        table = ends if is_dev[i] else starts
-        fid = table.get((str(pids[i]), str(tids[i]), float(ts_abs[i])))
-        if fid is not None:
-            corr[i] = fid
 
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.intern = _Interner()
+        self.lane_ids: dict[tuple[bool, Any, Any], int] = {}
+        self.parts: dict[str, list[np.ndarray]] = {}
+        self.skipped = 0
+        self.flow_starts: dict[tuple[str, str, float], int] = {}
+        self.flow_ends: dict[tuple[str, str, float], int] = {}
+        self.process_names: dict[str, str] = {}
+        self.thread_names: dict[tuple[str, str], str] = {}
+        self.memory: list[Any] = []
 
-def _metadata_names(events: list) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
-    process_names: dict[str, str] = {}
-    thread_names: dict[tuple[str, str], str] = {}
-    for e in events:
-        if e.ph == "M" and e.args.label is not None:
-            if e.name == "process_name":
-                process_names[str(e.pid)] = e.args.label
-            elif e.name == "thread_name":
-                thread_names[(str(e.pid), str(e.tid))] = e.args.label
-    return process_names, thread_names
+    def _put(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            self.parts.setdefault(k, []).append(v)
+
+    def add(self, events: list) -> None:
+        xs = [e for e in events if e.ph == "X"]
+        ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
+        usable = np.isfinite(ts_abs)
+        if not usable.all():
+            self.skipped += int((~usable).sum())
+            xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
+            ts_abs = ts_abs[usable]
+        dur = np.asarray([e.dur for e in xs], dtype=np.float64)
+        dur[~(dur >= 0)] = 0.0  # missing, NaN or negative: an instant
+        cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
+        kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
+        is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
+        lane_ids = self.lane_ids
+        lane = np.asarray([lane_ids.setdefault(k, len(lane_ids)) for k in
+                           zip(is_dev.tolist(), [e.pid for e in xs], [e.tid for e in xs],
+                               strict=True)], dtype=np.int32)
+        args = [e.args for e in xs]
+        ext = _ints([a.external_id for a in args])
+        intern = self.intern
+        self._put(
+            kind=kind, ts=ts_abs, dur=dur, lane=lane,
+            name=intern.many([e.name for e in xs]),
+            corr=_ints([a.correlation for a in args]),
+            ext=np.where(ext >= 0, ext, _ints([a.external_id_lc for a in args])),
+            device=_ints([a.device for a in args]),
+            stream=_ints([a.stream if type(a.stream) is int else ABSENT for a in args]),
+            nbytes=np.asarray([a.nbytes for a in args], dtype=np.float64),
+            pyid=_ints([a.python_id for a in args]),
+            pypar=_ints([NO_ID if a.python_parent_id is None else a.python_parent_id
+                         for a in args]),
+            stack=intern.optional([a.call_stack for a in args]),
+            dims=intern.optional([a.input_dims for a in args]),
+            types=intern.optional([a.input_type for a in args]),
+        )
+        for e in events:
+            ph = e.ph
+            if ph == "X":
+                continue
+            if ph in _FLOW_PHASES:
+                if e.cat in LAUNCH_FLOW_CATEGORIES and math.isfinite(e.ts):
+                    fid = e.id if type(e.id) is int else _digits(e.id)
+                    if fid != NO_ID:
+                        table = self.flow_starts if ph == "s" else self.flow_ends
+                        table[(str(e.pid), str(e.tid), e.ts)] = fid
+            elif ph in ("i", "I"):
+                if e.name == "[memory]" and math.isfinite(e.ts):
+                    self.memory.append((e.ts, e.args))
+            elif ph == "M" and e.args.label is not None:
+                if e.name == "process_name":
+                    self.process_names[str(e.pid)] = e.args.label
+                elif e.name == "thread_name":
+                    self.thread_names[(str(e.pid), str(e.tid))] = e.args.label
+
+    def _column(self, key: str, dtype: Any) -> np.ndarray:
+        parts = self.parts.get(key)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    def finish(self, doc: Any) -> TraceModel:
+        """The model; ``doc`` supplies the file-level keys (its events were added already)."""
+        col = self._column
+        kind = col("kind", np.uint8)
+        ts_abs = col("ts", np.float64)
+        dur = col("dur", np.float64)
+        lane_col = col("lane", np.int32)
+        corr = col("corr", np.int64)
+        device = col("device", np.int64)
+        stream = col("stream", np.int64)
+        self.parts = {k: v for k, v in self.parts.items()
+                      if k not in ("kind", "ts", "dur", "lane", "corr", "device", "stream")}
+        n = kind.shape[0]
+        is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
+        keys = list(self.lane_ids)
+        lanes = [Lane(pid=str(p), tid=str(t), is_device=d,
+                      label=_lane_label(d, str(p), str(t), self.process_names,
+                                        self.thread_names))
+                 for (d, p, t) in keys]
+        self._fill_from_flows(corr, kind, is_dev, lane_col, lanes, ts_abs)
+
+        # Device rows name their device and stream in args in most generations;
+        # else the GPU track's pid is the device index and its tid the stream.
+        lane_pid = np.asarray([_digits(p) for (_, p, _) in keys], dtype=np.int64)
+        lane_tid = np.asarray([_digits(t) for (_, _, t) in keys], dtype=np.int64)
+        fill = is_dev & (device < 0)
+        device[fill] = lane_pid[lane_col[fill]]
+        fill = is_dev & (stream < 0)
+        stream[fill] = lane_tid[lane_col[fill]]
+
+        origin = float(ts_abs.min()) if n else 0.0
+        order = np.lexsort((-dur, ts_abs)) if n else np.zeros(0, dtype=np.int64)
+        kind = kind[order]
+        start = ts_abs[order] - origin
+        del ts_abs
+        dur = dur[order]
+        lane_col = lane_col[order]
+        corr = corr[order]
+        is_dev = is_dev[order]
+        meta = _meta(doc)
+        named = {"name": ("name", np.int32), "external_id": ("ext", np.int64),
+                 "nbytes": ("nbytes", np.float64), "python_id": ("pyid", np.int64),
+                 "python_parent": ("pypar", np.int64), "call_stack": ("stack", np.int32),
+                 "input_dims": ("dims", np.int32), "input_types": ("types", np.int32)}
+        columns = {field: col(key, dtype)[order] for field, (key, dtype) in named.items()}
+        self.parts = {}
+        warnings = []
+        if self.skipped:
+            warnings.append(f"{self.skipped} complete event(s) without a usable ts were skipped")
+        return TraceModel(
+            path=self.path,
+            strings=self.intern.strings,
+            kind=kind,
+            lane=lane_col,
+            start=start,
+            dur=dur,
+            correlation=corr,
+            stream=stream[order],
+            device=device[order],
+            parent=_nest(kind, lane_col, start, start + dur, is_dev),
+            launcher=_join_launches(kind, corr),
+            lanes=lanes,
+            memory=_memory(self.memory, origin),
+            meta=meta,
+            origin_us=origin + (meta.base_time_ns or 0.0) / 1000.0,
+            warnings=warnings,
+            **columns,
+        )
+
+    def _fill_from_flows(self, corr: np.ndarray, kind: np.ndarray, is_dev: np.ndarray,
+                         lane_col: np.ndarray, lanes: list[Lane], ts_abs: np.ndarray) -> None:
+        """Launch flows fill in the correlation ids a generation of traces left out.
+
+        A flow start sits on the launching call (same thread and ts), its end on
+        the device activity; the flow id is the correlation id.
+        """
+        if not self.flow_starts and not self.flow_ends:
+            return
+        linked = np.isin(kind, _LINKED_KIND_VALUES)
+        for i in np.flatnonzero(linked & (corr == NO_ID)).tolist():
+            table = self.flow_ends if is_dev[i] else self.flow_starts
+            lane = lanes[lane_col[i]]
+            fid = table.get((lane.pid, lane.tid, float(ts_abs[i])))
+            if fid is not None:
+                corr[i] = fid
 
 
 def _meta(doc: Any) -> TraceMeta:
@@ -299,11 +338,9 @@ def _join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:
     return launcher
 
 
-def _memory(events: list, origin: float) -> MemoryEvents:
-    mem = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")
-           and math.isfinite(e.ts)]
-    args = [e.args for e in mem]
-    ts = np.asarray([e.ts for e in mem], dtype=np.float64) - origin
+def _memory(memory: list[tuple[float, Any]], origin: float) -> MemoryEvents:
+    args = [a for _, a in memory]
+    ts = np.asarray([t for t, _ in memory], dtype=np.float64) - origin
     order = np.argsort(ts, kind="stable")
     nbytes = np.asarray([a.mem_bytes for a in args], dtype=np.float64)
     return MemoryEvents(

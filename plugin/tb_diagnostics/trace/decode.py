@@ -96,10 +96,10 @@ _ARG_FIELDS: list[Field] = [
     ("device_id", "Device Id", int, ABSENT, _id),
     ("device", "device", int, ABSENT, _id),
     ("stream", "stream", int | str, ABSENT, _id_or_str),
-    ("input_dims", "Input Dims", list | None, None, _list),
-    ("input_type", "Input type", list | None, None, _list),
-    ("grid", "grid", list | None, None, _list),
-    ("block", "block", list | None, None, _list),
+    ("input_dims", "Input Dims", Any, None, _list),
+    ("input_type", "Input type", Any, None, _list),
+    ("grid", "grid", Any, None, _list),
+    ("block", "block", Any, None, _list),
     ("label", "name", str | None, None, _opt_str),  # the name carried by ph:M metadata events
 ]
 

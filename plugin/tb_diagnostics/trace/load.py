@@ -1,18 +1,32 @@
-"""Read one trace file (local path or any fsspec URL) into a :class:`TraceModel`."""
+"""Read one trace file (local path or any fsspec URL) into a :class:`TraceModel`.
+
+Files are decoded piecewise (:mod:`.stream`) so memory stays near the size of
+the model rather than the file; a file that cannot be cut into pieces is
+decoded whole, which also produces the precise message for a broken file.
+"""
 
 from __future__ import annotations
 
 import fsspec
 
 from tb_diagnostics.errors import TraceLoadError
-from tb_diagnostics.trace.build import build_model
+from tb_diagnostics.trace.build import ModelBuilder, build_model
 from tb_diagnostics.trace.decode import decode, decompress
 from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.stream import NotStreamable, iter_event_batches, read_blocks
 
 
 def load_trace_bytes(raw: bytes, path: str) -> TraceModel:
     """Build the model from the file's bytes (gzip or plain JSON); ``path`` names it in errors."""
     return build_model(decode(decompress(raw, path), path), path)
+
+
+def _open_error(shown: str, exc: OSError) -> TraceLoadError:
+    if isinstance(exc, FileNotFoundError):
+        return TraceLoadError(shown, "file not found (deleted while reading?)")
+    if isinstance(exc, PermissionError):
+        return TraceLoadError(shown, "permission denied")
+    return TraceLoadError(shown, f"cannot read file ({exc})")
 
 
 def load_trace(url: str, display_path: str | None = None) -> TraceModel:
@@ -24,11 +38,19 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
     shown = display_path or url
     try:
         with fsspec.open(url, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise TraceLoadError(shown, "file not found (deleted while reading?)") from None
-    except PermissionError:
-        raise TraceLoadError(shown, "permission denied") from None
+            builder = ModelBuilder(shown)
+            for item in iter_event_batches(read_blocks(fh)):
+                if isinstance(item, list):
+                    builder.add(item)
+                else:
+                    return builder.finish(item)
+    except NotStreamable:
+        pass  # decode it whole below: odd layouts load, broken files get exact messages
     except OSError as exc:
-        raise TraceLoadError(shown, f"cannot read file ({exc})") from None
+        raise _open_error(shown, exc) from None
+    try:
+        with fsspec.open(url, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise _open_error(shown, exc) from None
     return load_trace_bytes(raw, shown)

@@ -1,0 +1,79 @@
+"""One measurement in a fresh process, so peak RSS belongs to that measurement alone.
+
+    python bench/measure.py ours|orjson|json|tbprofiler FILE [CACHE_DIR]
+
+Prints one JSON line: {"seconds": float, "peak_rss_mb": float, ...}.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+
+def _bytes(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def ours(path: Path, cache_dir: str | None) -> dict:
+    """The tab's path: scan the run, then the span summary (parse, model, steps, findings)."""
+    from tb_diagnostics.cache import TraceCache
+    from tb_diagnostics.engine import span_summary
+    from tb_diagnostics.logdir import scan_logdir
+
+    t0 = time.perf_counter()
+    ld = scan_logdir(str(path.parent))
+    (f,) = [f for f in ld.files if f.relpath.endswith(path.name)]
+    doc = span_summary(f, cache=TraceCache(cache_dir) if cache_dir else None)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "steps": len(doc["steps"]), "findings": len(doc["findings"]),
+            "errors": doc["errors"]}
+
+
+def orjson_floor(path: Path) -> dict:
+    import orjson
+
+    data = _bytes(path)
+    t0 = time.perf_counter()
+    orjson.loads(data)
+    return {"seconds": time.perf_counter() - t0}
+
+
+def json_floor(path: Path) -> dict:
+    data = _bytes(path)
+    t0 = time.perf_counter()
+    json.loads(data)
+    return {"seconds": time.perf_counter() - t0}
+
+
+def tbprofiler(path: Path) -> dict:
+    """torch-tb-profiler 0.4.3's per-file work: parse, then build the run profile (its views)."""
+    import tempfile
+
+    from torch_tb_profiler.profiler.data import RunProfileData
+    from torch_tb_profiler.profiler.run_generator import RunGenerator
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = RunProfileData.parse("worker0", None, str(path), tmp)
+        RunGenerator("worker0", None, data).generate_run_profile()
+    return {"seconds": time.perf_counter() - t0}
+
+
+def main() -> None:
+    what, path = sys.argv[1], Path(sys.argv[2])
+    cache_dir = sys.argv[3] if len(sys.argv) > 3 else None
+    fn = {"ours": lambda: ours(path, cache_dir), "orjson": lambda: orjson_floor(path),
+          "json": lambda: json_floor(path), "tbprofiler": lambda: tbprofiler(path)}[what]
+    out = fn()
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Decode a trace in bounded pieces: read (and gunzip) a block, decode the whole events it
+holds, turn them into columns, drop them, read on.
+
+A trace is one JSON object whose ``traceEvents`` array holds nearly all the
+bytes. Instead of materialising the file and a struct per event at once, the
+array is cut between two events (a ``}`` , ``{`` boundary) and each piece is
+decoded as its own array by msgspec; a cut in the wrong place (inside an
+event's ``args``) cannot decode, so every piece is verified by decoding it,
+and the next candidate boundary is tried. The keys around the array are
+decoded at the end as ``prefix + [] + suffix``. Peak memory is then the
+columns plus one block, not the file plus its parse.
+
+Anything unexpected (no ``traceEvents`` key near the start, a piece that
+does not decode, a file that ends early) raises :class:`NotStreamable`, and
+the caller falls back to decoding the whole file, which gives the precise
+error message or handles the odd layout.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import msgspec
+
+from tb_diagnostics.trace.decode import GZIP_MAGIC, Event, TraceFile
+
+#: 1 MiB: measured as fast as larger blocks, with a smaller peak (fewer structs alive).
+BLOCK_BYTES = 1 << 20
+#: How far into the file the ``traceEvents`` key may start (metadata keys precede it).
+MAX_PREFIX_BYTES = 64 << 20
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_WS = b" \t\r\n"
+_EVENTS = msgspec.json.Decoder(list[Event])
+_TOP = msgspec.json.Decoder(TraceFile)
+
+
+class NotStreamable(Exception):
+    """This file cannot be decoded piecewise; decode it whole instead."""
+
+
+def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The file's JSON bytes in blocks, gunzipped on the fly when it starts with gzip's magic."""
+    first = fh.read(block)
+    if first.startswith(GZIP_MAGIC):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        data = first
+        while data:
+            try:
+                out = inflater.decompress(data, block)
+                while out:
+                    yield out
+                    out = inflater.decompress(inflater.unconsumed_tail, block)
+            except zlib.error as exc:
+                raise NotStreamable(f"gzip: {exc}") from None
+            if inflater.eof:
+                return
+            data = fh.read(block)
+        raise NotStreamable("truncated gzip stream")
+    while first:
+        yield first
+        first = fh.read(block)
+
+
+def _cut(buf: bytes) -> int:
+    """Index just past the last ``} , {`` in ``buf`` (a boundary between two events, unless
+    the braces are inside a name such as ``{lambda()#1}``, which the decode of the piece
+    then reveals), or -1 when there is none yet. The events before it are ``buf[:index]``."""
+    pos = len(buf)
+    while True:
+        brace = buf.rfind(b"{", 0, pos)
+        if brace <= 0:
+            return -1
+        pos = brace
+        j = brace - 1
+        while j >= 0 and buf[j] in _WS:
+            j -= 1
+        if j < 0 or buf[j] != 0x2C:  # ","
+            continue
+        j -= 1
+        while j >= 0 and buf[j] in _WS:
+            j -= 1
+        if j < 0 or buf[j] != 0x7D:  # "}"
+            continue
+        return j + 1
+
+
+def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
+    """Yield lists of decoded events, then, last, the :data:`TraceFile` of the other keys."""
+    buf = b""
+    prefix = None
+    # After a piece fails to decode (a cut past the end of the array, among the keys that
+    # follow it), the rest is kept whole and split once, from the right, at the end.
+    cutting = True
+    rest: list[bytes] = []  # once not cutting: blocks kept for one join at the end
+    for block in blocks:
+        if not cutting:
+            rest.append(block)
+            continue
+        buf += block
+        if prefix is None:
+            head = buf.lstrip(_WS)
+            if head.startswith(b"["):  # the bare-array form
+                prefix, buf = b"", head[1:]
+            else:
+                m = _EVENTS_KEY.search(buf)
+                if m is None:
+                    if len(buf) > MAX_PREFIX_BYTES:
+                        raise NotStreamable("no traceEvents key near the start")
+                    continue
+                prefix, buf = buf[: m.start()] + b'"traceEvents":', buf[m.end():]
+        events, end = _decode_before_last_cut(buf)
+        if end == 0 and len(buf) > MAX_PREFIX_BYTES:
+            end = -1  # one enormous event: stop rescanning it on every block
+        if end < 0:
+            # No piece decodes: the cuts are past the end of the array (among the keys
+            # after it) or inside odd args. Keep the rest whole; split it at the end.
+            cutting = False
+        elif end > 0:
+            yield events
+            buf = buf[end:].lstrip(_WS)[1:]  # drop the "," between two events
+    if prefix is None:
+        raise NotStreamable("no traceEvents array")
+    if rest:
+        buf = b"".join([buf, *rest])
+        rest.clear()
+    events, top = _finish(prefix, buf)
+    if events:
+        yield events
+    yield top
+
+
+def _decode_before_last_cut(buf: bytes, tries: int = 4) -> tuple[list[Any], int]:
+    """Decode the events before the last clean cut: (events, cut), (_, 0) when there is no
+    cut yet, (_, -1) when none of the last ``tries`` candidate cuts decodes."""
+    limit = len(buf)
+    for _ in range(tries):
+        end = _cut(buf[:limit])
+        if end <= 0:
+            return [], 0
+        try:
+            return _EVENTS.decode(b"[" + buf[:end] + b"]"), end
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            limit = end - 1
+    return [], -1
+
+
+def _finish(prefix: bytes, tail: bytes) -> tuple[list[Any], Any]:
+    """Split the tail into its last events and the keys after the array (``]`` from the right)."""
+    pos = len(tail)
+    for _ in range(64):
+        close = tail.rfind(b"]", 0, pos)
+        if close < 0:
+            break
+        pos = close
+        try:
+            if prefix:
+                top = _TOP.decode(prefix + b"[]" + tail[close + 1:])
+            else:
+                if tail[close + 1:].strip(_WS):
+                    continue
+                top = TraceFile()
+            body = tail[:close].strip(_WS)
+            events = _EVENTS.decode(b"[" + body + b"]") if body else []
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        return events, top
+    raise NotStreamable("no end of the traceEvents array (truncated file?)")
