@@ -152,3 +152,30 @@ def test_a_bad_file_does_not_stop_the_others(tmp_path):
     assert bad["steps"] == [] and bad["errors"] == [
         "run/worker0.2.pt.trace.json: truncated JSON (the profiler may still be writing this "
         "file)"]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", "empty file"),
+    (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', "truncated JSON"),
+    (gzip.compress(b'{"traceEvents": []}')[:-12], "truncated gzip"),
+    (b"\x1f\x8b\x08\x00garbage", "gzip"),
+    (b"[1, 2, 3]", "not a trace"),
+    (b'{"traceEvents": 5}', "traceEvents is not a list"),
+])
+def test_bad_files_on_disk_give_the_same_messages(tmp_path, content, problem):
+    p = tmp_path / "w.1.pt.trace.json"
+    p.write_bytes(content)
+    with pytest.raises(TraceLoadError) as err:
+        load_trace(str(p), display_path="r/w.1.pt.trace.json")
+    assert err.value.path == "r/w.1.pt.trace.json"
+    assert problem in err.value.problem
+
+
+def test_files_above_the_size_limit_are_refused_with_a_message(tmp_path, monkeypatch):
+    p = tmp_path / "w.1.pt.trace.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(legacy_2021()).encode() + b" " * 3_000_000))
+    monkeypatch.setenv("TB_DIAGNOSTICS_MAX_TRACE_MB", "1")
+    with pytest.raises(TraceLoadError, match="larger than the 1 MiB limit"):
+        load_trace(str(p))
+    monkeypatch.setenv("TB_DIAGNOSTICS_MAX_TRACE_MB", "10")
+    assert len(load_trace(str(p))) == 5

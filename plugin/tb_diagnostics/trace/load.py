@@ -13,7 +13,13 @@ from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.trace.build import ModelBuilder, build_model
 from tb_diagnostics.trace.decode import decode, decompress
 from tb_diagnostics.trace.model import TraceModel
-from tb_diagnostics.trace.stream import NotStreamable, iter_event_batches, read_blocks
+from tb_diagnostics.trace.stream import (
+    NotStreamable,
+    TraceTooLarge,
+    iter_event_batches,
+    max_trace_bytes,
+    read_blocks,
+)
 
 
 def load_trace_bytes(raw: bytes, path: str) -> TraceModel:
@@ -46,11 +52,24 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
                     return builder.finish(item)
     except NotStreamable:
         pass  # decode it whole below: odd layouts load, broken files get exact messages
+    except TraceTooLarge as exc:
+        raise TraceLoadError(shown, str(exc)) from None
     except OSError as exc:
         raise _open_error(shown, exc) from None
     try:
         with fsspec.open(url, "rb") as fh:
-            raw = fh.read()
+            # Whole-file decoding holds the text and its parse at once: same limit.
+            raw = b"".join(read_blocks(fh, limit=max_trace_bytes()))
+    except TraceTooLarge as exc:
+        raise TraceLoadError(shown, str(exc)) from None
+    except NotStreamable as exc:  # corrupt or truncated gzip
+        raise TraceLoadError(shown, _gzip_problem(str(exc))) from None
     except OSError as exc:
         raise _open_error(shown, exc) from None
-    return load_trace_bytes(raw, shown)
+    return build_model(decode(raw, shown), shown)
+
+
+def _gzip_problem(detail: str) -> str:
+    if "truncated" in detail:
+        return "truncated gzip stream (the profiler may still be writing this file)"
+    return f"corrupt gzip data ({detail.removeprefix('gzip: ')})"

@@ -18,6 +18,7 @@ error message or handles the odd layout.
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -42,8 +43,41 @@ class NotStreamable(Exception):
     """This file cannot be decoded piecewise; decode it whole instead."""
 
 
-def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """The file's JSON bytes in blocks, gunzipped on the fly when it starts with gzip's magic."""
+class TraceTooLarge(Exception):
+    """The JSON is larger than the configured limit (see :func:`max_trace_bytes`)."""
+
+
+def max_trace_bytes() -> int:
+    """The largest JSON text (after gunzip) the engine will decode.
+
+    ``TB_DIAGNOSTICS_MAX_TRACE_MB`` sets it (default 32768 MiB); refusing with a message
+    beats being killed by the kernel's out-of-memory killer halfway through.
+    """
+    try:
+        mb = float(os.environ.get("TB_DIAGNOSTICS_MAX_TRACE_MB", "32768"))
+    except ValueError:
+        mb = 32768.0
+    return int(mb * (1 << 20))
+
+
+def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES,
+                limit: int | None = None) -> Iterator[bytes]:
+    """The file's JSON bytes in blocks, gunzipped on the fly when it starts with gzip's magic.
+
+    Raises :class:`TraceTooLarge` once more than ``limit`` bytes (default
+    :func:`max_trace_bytes`) have come out.
+    """
+    limit = max_trace_bytes() if limit is None else limit
+    total = 0
+    for out in _raw_blocks(fh, block):
+        total += len(out)
+        if total > limit:
+            raise TraceTooLarge(f"larger than the {limit / (1 << 20):.0f} MiB limit "
+                                "(set TB_DIAGNOSTICS_MAX_TRACE_MB to analyse it)")
+        yield out
+
+
+def _raw_blocks(fh: IO[bytes], block: int) -> Iterator[bytes]:
     first = fh.read(block)
     if first.startswith(GZIP_MAGIC):
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
