@@ -36,6 +36,7 @@ setup(
             "torch>=2.1,<3",
             "hypothesis>=6.80",
             "playwright>=1.65,<1.66",
+            "atheris>=2.3",
         ],
     },
     entry_points={

@@ -13,5 +13,5 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-.venv/bin/ruff check plugin tests workloads
+.venv/bin/ruff check plugin tests workloads bench fuzz
 .venv/bin/python -m pytest "$@"
