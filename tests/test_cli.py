@@ -11,8 +11,9 @@ import pytest
 from conftest import TraceBuilder
 from tb_diagnostics.cli import main
 
-STEP_KEYS = {"step", "start_us", "wall_us", "device_busy_us", "device_busy", "idle", "verdict",
-             "main_idle_cause", "self_cpu_us", "self_device_us", "ops", "kernels"}
+STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "device_busy_us",
+             "device_busy", "idle", "verdict", "main_idle_cause", "self_cpu_us", "self_device_us",
+             "ops", "kernels", "flags"}
 SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors"}
 
 
@@ -57,7 +58,7 @@ def test_text_report_has_a_step_table_and_headline(logdir, capsys):
     assert main(["report", str(logdir), "--run", "runA"]) == 0
     out = capsys.readouterr().out
     assert "run runA · worker worker0 · span 5 (cuda: Test GPU)" in out
-    assert "verdict: overhead-bound (1 of 2 steps)" in out
+    assert "verdict: Step 1 is overhead-bound (step 2: compute-bound): the GPU is busy" in out
     assert "#1" in out and "#2" in out and "compute-bound" in out
 
 

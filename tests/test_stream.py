@@ -9,8 +9,8 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
-from conftest import SHARED_TRACES, TraceBuilder
 
+from conftest import SHARED_TRACES, TraceBuilder
 from tb_diagnostics.trace import load_trace, load_trace_bytes
 from tb_diagnostics.trace.build import ModelBuilder
 from tb_diagnostics.trace.model import MemoryEvents, TraceModel

@@ -50,8 +50,13 @@ def thresholds_variant(thresholds: Thresholds | None) -> str:
 
 
 def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
-                 cache: TraceCache | None = None) -> dict[str, Any]:
-    """The span's report document (steps, verdicts, findings, errors), cached by thresholds."""
+                 cache: TraceCache | None = None,
+                 analysis: SpanAnalysis | None = None) -> dict[str, Any]:
+    """The span's report document (steps, verdicts, findings, errors), cached by thresholds.
+
+    ``analysis``, when the caller already holds the span's analysis (the tab
+    does), is used on a cache miss instead of opening the model again.
+    """
     from tb_diagnostics.report.document import span_document
 
     variant = thresholds_variant(thresholds)
@@ -60,7 +65,7 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
         if hit is not None:
             return hit
     try:
-        doc = span_document(f, open_analysis(f, thresholds, cache))
+        doc = span_document(f, analysis or open_analysis(f, thresholds, cache))
     except TraceLoadError as exc:
         return span_document(f, None, str(exc))  # not cached: the file may be mid-write
     if cache is not None:

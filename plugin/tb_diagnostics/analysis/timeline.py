@@ -99,14 +99,18 @@ def _depths(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _lane_order(analysis: SpanAnalysis, lanes: Iterable[int], step_lane: int) -> list[int]:
-    """Host threads first (the step's own thread on top), then device streams by number."""
+    """The step's own thread, then the device streams by number, then the other threads.
+
+    Streams sit right under the thread that launches most of their work, so
+    the launch → kernel links are short and the GPU is in view without scrolling.
+    """
     m = analysis.model
 
     def key(ln: int) -> tuple:
         lane = m.lanes[ln]
-        if not lane.is_device:
-            return (0, ln != step_lane, lane.label)
-        return (1, _num(lane.pid), _num(lane.tid), lane.label)
+        if lane.is_device:
+            return (1, _num(lane.pid), _num(lane.tid), lane.label)
+        return (0 if ln == step_lane or step_lane < 0 else 2, 0.0, 0.0, lane.label)
 
     return sorted(lanes, key=key)
 

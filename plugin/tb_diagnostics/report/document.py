@@ -29,6 +29,8 @@ def step_document(w: StepWindow) -> dict[str, Any]:
     return {
         "step": w.step,
         "start_us": _us(w.start),
+        "host_start_us": _us(w.host_start),
+        "host_end_us": _us(w.host_end),
         "wall_us": _us(w.wall_us),
         "device_busy_us": _us(w.device_busy_us),
         "device_busy": round(w.device_busy, 6),
@@ -39,6 +41,7 @@ def step_document(w: StepWindow) -> dict[str, Any]:
         "self_device_us": None if w.self_device_us is None else _us(w.self_device_us),
         "ops": w.ops,
         "kernels": w.kernels,
+        "flags": list(w.flags),
     }
 
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 _CAUSE_WORDS = {
-    "input": "waiting for input (DataLoader)",
-    "sync": "blocked in syncs",
-    "launch": "launching work (Python, ops, runtime calls)",
+    "input": "waiting for the DataLoader",
+    "sync": "while the host blocks in syncs",
+    "launch": "while the CPU launches work",
     "other": "with nothing recorded on the host",
 }
 
@@ -25,27 +25,61 @@ def _step_label(s: dict[str, Any]) -> str:
     return "(all)" if s["step"] is None else f"#{s['step']}"
 
 
+def step_ranges(numbers: list[int]) -> str:
+    """``[2, 3, 4, 5, 9]`` → ``"2–5, 9"``."""
+    out: list[str] = []
+    nums = sorted(set(numbers))
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 def headline(span: dict[str, Any]) -> str:
-    """One sentence that says what bounds the span and why."""
+    """One sentence that says what bounds the span and why, e.g. "Steps 2–5 are
+    overhead-bound: the GPU is idle 97% of each step, mostly while the CPU launches work
+    (99% of the idle time; 1,204 ops per step)."."""
     steps = span["steps"]
     if span["errors"] and not steps:
-        return "could not be analysed"
+        return "This span could not be analysed."
     if not steps:
-        return "no events to analyse"
+        return "This span has no events to analyse."
     verdict = span["verdict"]
     same = [s for s in steps if s["verdict"] == verdict]
-    wall = sum(s["wall_us"] for s in steps)
-    busy = sum(s["device_busy_us"] for s in steps)
-    device = "CPU" if span["device"]["kind"] == "cpu" else "device"
-    which = ("the whole span" if steps[0]["step"] is None
-             else f"{len(same)} of {len(steps)} steps")
-    text = f"{verdict} ({which}); the {device} is busy {_pct(busy / wall if wall else 0)}"
-    idle = {c: sum(s["idle"][f"{c}_us"] for s in steps) for c in _CAUSE_WORDS}
+    numbers = [s["step"] for s in same if s["step"] is not None]
+    if not numbers:
+        subject = f"The span is {verdict}"
+    elif len(numbers) == 1:
+        subject = f"Step {numbers[0]} is {verdict}"
+    else:
+        subject = f"Steps {step_ranges(numbers)} are {verdict}"
+    others = [s for s in steps if s["verdict"] != verdict]
+    if others:
+        by_verdict: dict[str, list[int]] = {}
+        for s in others:
+            by_verdict.setdefault(s["verdict"], []).append(s["step"])
+        subject += " (" + "; ".join(
+            f"{'step' if len(n) == 1 else 'steps'} {step_ranges(n)}: {v}"
+            for v, n in by_verdict.items()) + ")"
+    wall = sum(s["wall_us"] for s in same)
+    busy = sum(s["device_busy_us"] for s in same)
+    device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
+    each = "of each step" if len(same) > 1 else "of the step"
+    text = f"{subject}: the {device} is busy {_pct(busy / wall if wall else 0)} {each}"
+    idle = {c: sum(s["idle"][f"{c}_us"] for s in same) for c in _CAUSE_WORDS}
     total_idle = sum(idle.values())
-    if total_idle > 0:
+    if total_idle > 0 and wall > 0:
         cause = max(idle, key=lambda c: idle[c])
-        text += (f" and idle {_pct(total_idle / wall)}, mostly {_CAUSE_WORDS[cause]}"
-                 f" ({_pct(idle[cause] / total_idle)} of the idle time)")
+        text += (f" and idle {_pct(total_idle / wall)}, mostly {_CAUSE_WORDS[cause]} "
+                 f"({_pct(idle[cause] / total_idle)} of the idle time")
+        ops = sum(s["ops"] for s in same) / len(same)
+        if cause == "launch" and ops >= 1:
+            text += f"; {ops:,.0f} ops per step"
+        text += ")"
     return text + "."
 
 

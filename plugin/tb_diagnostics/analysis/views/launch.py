@@ -1,0 +1,80 @@
+"""Launch delays: how long each device activity waited after its launch call returned.
+
+HTA's definition (``get_cuda_kernel_launch_stats``): ``launch_delay = kernel.ts −
+(runtime.ts + runtime.dur)``, clipped at 0. A long delay on an idle device is
+latency (the first-launch offset of the profiler is the extreme case); a long
+delay on a busy device is queueing — the host runs ahead, which is what a
+compute-bound step looks like.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+
+
+@dataclass(frozen=True)
+class LaunchDelays:
+    """One entry per device activity whose launch call is in the trace."""
+
+    acts: np.ndarray  # device activity rows
+    launcher: np.ndarray  # their runtime/driver call rows
+    delay: np.ndarray  # µs from the call's end to the activity's start (≥ 0)
+    window: np.ndarray  # step window index of the activity, -1 outside steps
+    queued: np.ndarray  # bool: earlier work on its stream was unfinished when the call returned
+    device_busy: np.ndarray  # bool: some stream of the device was busy when the call returned
+    artefact: np.ndarray  # bool: the profiler's first-launch offset
+
+    def __len__(self) -> int:
+        return int(self.acts.shape[0])
+
+
+@computed
+def launch_delays(analysis: SpanAnalysis) -> LaunchDelays:
+    m = analysis.model
+    acts = m.device_activity_rows
+    launcher = m.launcher[acts]
+    ok = launcher >= 0
+    window = analysis.activity_step if len(analysis.host_steps) else np.zeros(
+        acts.shape[0], dtype=np.int64)
+    acts, launcher, window = acts[ok], launcher[ok].astype(np.int64), window[ok]
+    t = m.end[launcher]
+    delay = np.maximum(m.start[acts] - t, 0.0)
+    queued = _stream_busy_until(analysis)[acts] > t
+    busy = analysis.busy_intervals
+    if len(busy):
+        k = np.searchsorted(busy.start, t, side="right") - 1
+        device_busy = (k >= 0) & (busy.end[np.maximum(k, 0)] > t)
+    else:
+        device_busy = np.zeros(acts.shape[0], dtype=bool)
+    art = profiler_artefacts(analysis)
+    artefact = acts == art.first_launch
+    return LaunchDelays(acts=acts, launcher=launcher, delay=delay, window=window,
+                        queued=queued, device_busy=device_busy, artefact=artefact)
+
+
+def _stream_busy_until(analysis: SpanAnalysis) -> np.ndarray:
+    """For every row, the latest end of the device activities before it on its stream.
+
+    A launch whose stream is still busy when the call returns has to queue: its
+    delay is the stream's backlog, not latency.
+    """
+    m = analysis.model
+    out = np.full(len(m), -np.inf)
+    acts = m.device_activity_rows
+    if not acts.size:
+        return out
+    key = m.device[acts] * (1 << 32) + m.stream[acts]
+    order = np.lexsort((m.start[acts], key))
+    rows, key, ends = acts[order], key[order], m.end[acts][order]
+    bounds = np.append(np.flatnonzero(np.r_[True, key[1:] != key[:-1]]), rows.size)
+    prev = np.full(rows.size, -np.inf)
+    # One vectorised running max per stream (there are a handful of streams).
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        prev[a + 1:b] = np.maximum.accumulate(ends[a:b])[:-1]
+    out[rows] = prev
+    return out

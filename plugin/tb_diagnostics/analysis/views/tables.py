@@ -1,0 +1,134 @@
+"""The profiler table per op name, and kernel instances per step.
+
+The op table reproduces ``prof.key_averages().table()``'s columns from a trace:
+calls, self CPU, CPU total and self device time per op name, overall and per
+step window. As in torch's table, *CPU total* counts a recursive call once
+(``aten::to`` inside ``aten::to`` is not added twice) and *self device* charges
+each device activity to the innermost op above its launch call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.hierarchy import innermost_op, launching_op
+from tb_diagnostics.trace.categories import Kind
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """One entry per distinct op name (string id)."""
+
+    name_ids: np.ndarray  # int32 string ids
+    calls: np.ndarray  # int64 calls over the span
+    calls_per_window: np.ndarray  # (names, windows) int64; outside windows not counted
+    self_cpu: np.ndarray  # µs
+    total_cpu: np.ndarray  # µs, outermost calls of the name only
+    self_device: np.ndarray  # µs of device activities launched directly by the op
+    op_window: np.ndarray  # for each of analysis.op_rows, its window index or -1
+    op_entry: np.ndarray  # for each of analysis.op_rows, its index into name_ids
+
+    def __len__(self) -> int:
+        return int(self.name_ids.shape[0])
+
+    def index(self, analysis: SpanAnalysis, name: str) -> int:
+        sid = analysis.model.name_index.get(name)
+        if sid is None:
+            return -1
+        hit = np.flatnonzero(self.name_ids == sid)
+        return int(hit[0]) if hit.size else -1
+
+    def rows_of(self, analysis: SpanAnalysis, entry: int) -> np.ndarray:
+        """The op rows of table entry ``entry``."""
+        return analysis.op_rows[self.op_entry == entry]
+
+
+def window_of_rows(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
+    """Step window index of host rows by their start (0 for a span without steps)."""
+    if not len(analysis.host_steps):
+        return np.zeros(rows.shape[0], dtype=np.int64)
+    return analysis.host_steps.locate(analysis.model.start[rows])
+
+
+@computed
+def op_table(analysis: SpanAnalysis) -> OpTable:
+    m = analysis.model
+    ops = analysis.op_rows
+    n_win = len(analysis.windows)
+    name_ids, entry = np.unique(m.name[ops], return_inverse=True)
+    n = name_ids.shape[0]
+    win = window_of_rows(analysis, ops)
+    calls = np.bincount(entry, minlength=n)
+    per_win = np.zeros((n, n_win), dtype=np.int64)
+    ok = win >= 0
+    np.add.at(per_win, (entry[ok], win[ok]), 1)
+    self_cpu = np.bincount(entry, weights=m.self_time(ops), minlength=n)
+    total_cpu = np.bincount(entry, weights=np.where(_recursive(analysis, ops), 0.0, m.dur[ops]),
+                            minlength=n)
+
+    acts = m.device_activity_rows
+    op_of = launching_op(analysis)
+    has = op_of >= 0
+    pos = np.searchsorted(name_ids, m.name[op_of[has]])
+    pos = np.minimum(pos, max(n - 1, 0))
+    match = n > 0 and name_ids[pos] == m.name[op_of[has]]
+    self_dev = np.zeros(n)
+    if n:
+        np.add.at(self_dev, pos[match], m.dur[acts[has]][match])
+    return OpTable(name_ids=name_ids, calls=calls, calls_per_window=per_win,
+                   self_cpu=self_cpu, total_cpu=total_cpu, self_device=self_dev,
+                   op_window=win, op_entry=entry)
+
+
+def _recursive(analysis: SpanAnalysis, ops: np.ndarray) -> np.ndarray:
+    """Which op rows run inside an op of the same name (their time is already counted)."""
+    m = analysis.model
+    inner = innermost_op(analysis)
+    anc = inner[ops]
+    nested = np.zeros(ops.shape[0], dtype=bool)
+    live = np.flatnonzero(anc >= 0)
+    while live.size:
+        nested[live] |= m.name[anc[live]] == m.name[ops[live]]
+        anc[live] = inner[anc[live]]
+        live = live[(anc[live] >= 0) & ~nested[live]]
+    return nested
+
+
+@dataclass(frozen=True)
+class KernelInstances:
+    """Every kernel of the span with what identifies "the same kernel" across steps."""
+
+    rows: np.ndarray  # kernel rows
+    name: np.ndarray  # string id of the kernel name
+    shape: np.ndarray  # string id of the launching op's Input Dims, -1 when not recorded
+    window: np.ndarray  # step window index, -1 outside steps
+    ordinal: np.ndarray  # k-th launch of (name, shape) within its window
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+
+@computed
+def kernel_instances(analysis: SpanAnalysis) -> KernelInstances:
+    m = analysis.model
+    acts = m.device_activity_rows
+    is_k = m.kind[acts] == Kind.KERNEL
+    rows = acts[is_k]
+    window = (analysis.activity_step[is_k] if len(analysis.host_steps)
+              else np.zeros(rows.shape[0], dtype=np.int64))
+    op_of = launching_op(analysis)[is_k]
+    shape = np.where(op_of >= 0, m.input_dims[np.maximum(op_of, 0)], -1).astype(np.int64)
+    name = m.name[rows].astype(np.int64)
+    # Rank within (window, name, shape) in launch (= start) order.
+    order = np.lexsort((m.start[rows], shape, name, window))
+    keys = np.stack([window[order], name[order], shape[order]])
+    new = np.ones(rows.shape[0], dtype=bool)
+    if rows.size > 1:
+        new[1:] = np.any(keys[:, 1:] != keys[:, :-1], axis=0)
+    group_start = np.maximum.accumulate(np.where(new, np.arange(rows.shape[0]), 0))
+    ordinal = np.empty(rows.shape[0], dtype=np.int64)
+    ordinal[order] = np.arange(rows.shape[0]) - group_start
+    return KernelInstances(rows=rows, name=name, shape=shape, window=window, ordinal=ordinal)

@@ -1,0 +1,98 @@
+"""Cold start: step walls without profiler time, and record_function dead windows.
+
+The Hugging Face guide's "why does ProfilerStep#2 take so long?": the first
+profiled step pays one-time costs (cuBLAS handle and workspace, kernel
+selection, lazy module loading, allocator growth), visible as a step much wider
+than the rest and as a *dead window* between a ``record_function`` label's start
+and the first ``aten::`` op it dispatches (≈228 µs cold vs ≈5 µs warm there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.intervals import covered
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.analysis.views.tables import window_of_rows
+from tb_diagnostics.trace.categories import Kind
+
+#: A first step at least this many times the median of the later steps is cold.
+COLD_RATIO = 1.5
+#: ...and at least this much longer in absolute terms (µs), so that 40 µs steps
+#: jittering by 30 µs are not "cold".
+COLD_MIN_EXCESS_US = 100.0
+
+
+@dataclass(frozen=True)
+class StepWalls:
+    """Per step window: the wall time without the profiler's own device gaps."""
+
+    wall: np.ndarray  # µs, wall minus artefact device gaps
+    artefact_us: np.ndarray  # µs removed per window
+    cold: np.ndarray  # bool per window: the cold first step (only the first can be)
+    rest_median: float  # median wall of windows 1.. (NaN with fewer than 2)
+
+    @property
+    def warm(self) -> np.ndarray:
+        return ~self.cold
+
+
+@computed
+def step_walls(analysis: SpanAnalysis) -> StepWalls:
+    windows = analysis.windows
+    lo = np.asarray([w.start for w in windows])
+    hi = np.asarray([w.end for w in windows])
+    art = covered(profiler_artefacts(analysis).device_gaps, lo, hi)
+    wall = np.maximum(hi - lo - art, 0.0)
+    cold = np.zeros(wall.shape[0], dtype=bool)
+    rest = float(np.median(wall[1:])) if wall.shape[0] > 1 else float("nan")
+    if len(analysis.host_steps) and wall.shape[0] > 1:
+        cold[0] = wall[0] >= COLD_RATIO * rest and wall[0] - rest >= COLD_MIN_EXCESS_US
+    return StepWalls(wall=wall, artefact_us=art, cold=cold, rest_median=rest)
+
+
+@dataclass(frozen=True)
+class DeadWindows:
+    """For each record_function label: the time before its first op."""
+
+    annotation: np.ndarray  # user annotation rows (not steps, not DataLoader)
+    first_op: np.ndarray  # first op row dispatched inside it, -1 when none
+    dead_us: np.ndarray  # µs from the label's start to that op (NaN when none)
+    artefact_us: np.ndarray  # profiler time inside the dead window (already removed)
+    window: np.ndarray  # step window index, -1 outside steps
+
+    def __len__(self) -> int:
+        return int(self.annotation.shape[0])
+
+
+@computed
+def dead_windows(analysis: SpanAnalysis) -> DeadWindows:
+    m = analysis.model
+    ann = m.rows_of({Kind.USER_ANNOTATION})
+    ann = np.setdiff1d(ann, np.union1d(analysis.step_rows, analysis.input_rows))
+    ops = analysis.op_rows
+    first = np.full(ann.shape[0], -1, dtype=np.int64)
+    for lane in np.unique(m.lane[ann]).tolist():
+        sel = np.flatnonzero(m.lane[ann] == lane)
+        lane_ops = ops[m.lane[ops] == lane]
+        if not lane_ops.size:
+            continue
+        rows = ann[sel]
+        # The first op starting at or after the label's start, if still inside it.
+        j = np.searchsorted(m.start[lane_ops], m.start[rows], side="left")
+        cand = lane_ops[np.minimum(j, lane_ops.size - 1)]
+        ok = (j < lane_ops.size) & (m.start[cand] < m.end[rows])
+        first[sel[ok]] = cand[ok]
+    has = first >= 0
+    dead = np.full(ann.shape[0], np.nan)
+    art_us = np.zeros(ann.shape[0])
+    if has.any():
+        lo = m.start[ann[has]]
+        hi = m.start[first[has]]
+        art_us[has] = covered(profiler_artefacts(analysis).host, lo, hi)
+        dead[has] = np.maximum(hi - lo - art_us[has], 0.0)
+    return DeadWindows(annotation=ann, first_op=first, dead_us=dead, artefact_us=art_us,
+                       window=window_of_rows(analysis, ann))

@@ -1,0 +1,101 @@
+"""Dispatch chain: the path from the step to the kernel, with the time at each level.
+
+What it detects
+    For each step, the chain ``ProfilerStep#N → record_function → aten::* →
+    aten::mm|bmm|addmm → runtime call → kernel`` in the step's aggregated call
+    tree (calls with the same name under the same parent merged): the chain
+    that leads to a GEMM (``mm``, ``bmm``, ``addmm``, ``matmul``, ``linear``,
+    convolution) with the most device time, else the chain with the most device
+    time. Steps with the same chain are reported together, with median times.
+
+Why it matters
+    It is the guide's "event chain" read for you: where the host time of each
+    level goes, how many calls it fans out to, and which kernel finally does the
+    work. A level whose host time is far above its children's is dispatcher
+    or Python overhead; a chain ending in a copy instead of a GEMM is a
+    surprise worth looking at.
+
+How to fix
+    Nothing to fix; information. The tab draws the chain; compare it with what
+    the code was meant to run (e.g. ``aten::matmul → aten::bmm`` where you
+    expected a 2-D ``aten::mm``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.dispatch import CallNode, chains
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_us, short_name, steps_text
+from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
+
+GEMM = re.compile(r"^aten::(?:mm|bmm|addmm|baddbmm|addbmm|matmul|linear|_?convolution"
+                  r"|cudnn_convolution|conv\dd)$")
+_DEVICE = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    #: Report at most this many distinct chains per span.
+    max_chains: int = 3
+
+
+def best_chain(root: CallNode) -> list[CallNode]:
+    """The GEMM chain with the most device time, else the chain with the most device time."""
+    paths = chains(root)
+    if not paths:
+        return []
+    gemm = [p for p in paths if any(GEMM.match(n.name) for n in p)]
+    pool = gemm or paths
+    return max(pool, key=lambda p: (p[-1].device_us, sum(n.total_us for n in p)))
+
+
+def _label(node: CallNode, total: float) -> str:
+    times = f"{fmt_us(total)}"
+    if node.kind in _DEVICE:
+        return f"{short_name(node.name)} ×{node.count} ({times} on the device)"
+    name = short_name(node.name)
+    return f"{name} ×{node.count} ({times})" if node.count > 1 else f"{name} ({times})"
+
+
+def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
+    windows = analysis.windows
+    if not windows or analysis.cpu_only:
+        return []
+    groups: dict[tuple[str, ...], list[tuple[int, list[CallNode]]]] = {}
+    for k in range(len(windows)):
+        chain = best_chain(analysis.call_tree(k))
+        if len(chain) < 2:
+            continue
+        key = tuple("step" if n.kind == "step" else f"{n.kind}:{n.name}" for n in chain)
+        groups.setdefault(key, []).append((k, chain))
+    out = []
+    ordered = sorted(groups.values(), key=lambda g: -len(g))[: th.max_chains]
+    for members in ordered:
+        chain0 = members[0][1]
+        levels = []
+        for depth, node in enumerate(chain0):
+            vals = [m[1][depth].device_us if node.kind in _DEVICE else m[1][depth].total_us
+                    for m in members]
+            levels.append(_label(node, float(np.median(vals))))
+        steps = [windows[k].step for k, _ in members]
+        ev: list[Evidence] = []
+        for node in chain0:
+            ev.extend(evidence(analysis, r, f"level: {node.name}") for r in node.rows[:1]
+                      if r >= 0)
+        out.append(Finding(
+            rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            message=(f"Dispatch chain in {steps_text(steps)}"
+                     f"{' (median per step)' if len(members) > 1 else ''}: "
+                     + " → ".join(levels) + "."),
+            steps=steps, evidence=ev[:MAX_EVIDENCE], savings_us=None,
+            confirm="expand the step in the trace view: the same nesting appears"))
+    return out
+
+
+RULE = Rule(id="dispatch-chain", title="Dispatch chain", severity="info", check=check,
+            thresholds=Thresholds(), doc=__doc__)

@@ -1,0 +1,136 @@
+"""fp32 matmul: single-precision GEMMs/convolutions on a GPU with Tensor Cores.
+
+What it detects
+    On a CUDA device with Tensor Cores (compute capability ≥ ``min_compute_major``
+    from ``deviceProperties``; TF32 needs 8.0), GEMM and convolution kernels
+    that run in plain fp32 on the CUDA cores — cuBLAS ``sgemm``/``cgemm``,
+    cuDNN ``scudnn`` and ``<float, …>`` engines, CUTLASS ``simt`` — taking at
+    least ``min_share`` of the device time, while half-precision kernels
+    (fp16/bf16, ``h884``/``hmma``…) take less than ``max_low_precision_share``
+    of the GEMM time. TF32 Tensor Core kernels (``tensorop_s1688``, ``tf32``)
+    already use the Tensor Cores and are not counted.
+
+Why it matters
+    fp32 on CUDA cores leaves the Tensor Cores idle: an A100 does 19.5 TFLOPS
+    in fp32 against 156 in TF32 and 312 in bf16. torch-tb-profiler recommends
+    AMP when Tensor-Core-eligible ops run without Tensor Cores; xprof when
+    16-bit is under 10 % of the compute.
+
+How to fix
+    Mixed precision: ``with torch.autocast(device_type="cuda",
+    dtype=torch.bfloat16):`` around the forward pass (fp16 plus
+    ``torch.amp.GradScaler`` on V100, which has no bf16). On compute capability
+    ≥ 8.0, at least allow TF32: ``torch.backends.cuda.matmul.allow_tf32 = True``
+    and ``torch.backends.cudnn.allow_tf32 = True`` (or
+    ``torch.set_float32_matmul_precision("high")``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.hierarchy import launching_op
+from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_pct, fmt_us, n_steps, short_name
+from tb_diagnostics.rules.base import Finding, Rule, evidence
+from tb_diagnostics.trace.categories import Kind
+
+#: Kernels that do a GEMM or convolution's arithmetic (not layout or norm kernels).
+MATMUL_KERNEL = re.compile(r"gemm|conv|dgrad|wgrad|fprop|scudnn|winograd|xmma", re.I)
+NOT_MATMUL = re.compile(r"bn_|batch_?norm|nchwToNhwc|nhwcToNchw|elementwise|reduce", re.I)
+LOW_PRECISION = re.compile(r"bf16|f16|fp16|half|h884|h1688|h16816|hmma|hgemm|i8816|int8"
+                           r"|e4m3|e5m2", re.I)
+TF32 = re.compile(r"tf32|tensorop_s\d{3,5}", re.I)
+FP32 = re.compile(r"sgemm|cgemm|scudnn|simt|<float|implicit_convolve_sgemm|fft2d", re.I)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    #: Devices from this compute capability have Tensor Cores (torch-tb-profiler: 7).
+    min_compute_major: int = 7
+    #: fp32 GEMM/conv kernels at least this share of all device time...
+    min_share: float = 0.10
+    #: ...while half-precision kernels are under this share of the GEMM time (xprof: 10 %).
+    max_low_precision_share: float = 0.10
+
+
+def compute_capability(analysis: SpanAnalysis) -> tuple[int, int] | None:
+    """(major, minor) of the device the activities ran on, from ``deviceProperties``."""
+    m = analysis.model
+    devs = m.device[m.device_activity_rows]
+    devs = devs[devs >= 0]
+    used = int(np.bincount(devs).argmax()) if devs.size else 0
+    props = m.meta.device_properties
+    chosen = next((p for p in props if p.get("id") == used), props[0] if props else None)
+    if not chosen or not isinstance(chosen.get("computeMajor"), int):
+        return None
+    return int(chosen["computeMajor"]), int(chosen.get("computeMinor") or 0)
+
+
+def classify(name: str) -> str | None:
+    """``low``, ``tf32``, ``fp32`` for a GEMM/conv kernel name; None for anything else."""
+    if not MATMUL_KERNEL.search(name) or NOT_MATMUL.search(name):
+        return None
+    if LOW_PRECISION.search(name):
+        return "low"
+    if TF32.search(name):
+        return "tf32"
+    if FP32.search(name):
+        return "fp32"
+    return None
+
+
+def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
+    m = analysis.model
+    if analysis.cpu_only or m.device_kind != "cuda":
+        return []
+    cc = compute_capability(analysis)
+    if cc is None or cc[0] < th.min_compute_major:
+        return []
+    kernels = m.rows_of({Kind.KERNEL})
+    ids, inv = np.unique(m.name[kernels], return_inverse=True)
+    cls = np.asarray([classify(m.strings[i]) or "" for i in ids.tolist()])[inv]
+    dur = m.dur[kernels]
+    total = float(m.dur[m.device_activity_rows].sum())
+    gemm = float(dur[cls != ""].sum())
+    fp32 = float(dur[cls == "fp32"].sum())
+    low = float(dur[cls == "low"].sum())
+    if total <= 0 or gemm <= 0 or fp32 / total < th.min_share or \
+            low / gemm >= th.max_low_precision_share:
+        return []
+    rows = kernels[cls == "fp32"]
+    names, k_inv = np.unique(m.name[rows], return_inverse=True)
+    per = np.bincount(k_inv, weights=m.dur[rows])
+    top = [m.strings[int(names[i])] for i in np.argsort(-per)[:2]]
+    op_of = launching_op(analysis)
+    pos = np.searchsorted(m.device_activity_rows, rows)
+    ops = op_of[pos]
+    op_names = sorted({m.name_of(int(o)) for o in ops[ops >= 0][:200].tolist()})[:4]
+    steps_n = n_steps(analysis)
+    advice = ("enable TF32 or bf16 autocast" if cc[0] >= 8 else
+              "use fp16 autocast (TF32 needs compute capability 8.0)")
+    ev = []
+    for r in rows[np.argsort(-m.dur[rows], kind="stable")][:5].tolist():
+        ev.append(evidence(analysis, r, "fp32 GEMM/conv kernel on CUDA cores"))
+        o = int(op_of[np.searchsorted(m.device_activity_rows, r)])
+        if o >= 0 and len(ev) < MAX_EVIDENCE:
+            ev.append(evidence(analysis, o, "the op that launched it"))
+    return [Finding(
+        rule=RULE.id, severity=RULE.severity, title=RULE.title,
+        message=(f"fp32 GEMM/convolution kernels take {fmt_pct(fp32 / total)} of the device "
+                 f"time ({fmt_us(fp32 / steps_n)} per step) on a compute capability "
+                 f"{cc[0]}.{cc[1]} GPU with Tensor Cores, while half-precision kernels are "
+                 f"{fmt_pct(low / gemm)} of the GEMM time; e.g. "
+                 f"{'; '.join(short_name(t, 60) for t in top)}"
+                 f"{' from ' + ', '.join(op_names) if op_names else ''}: {advice}."),
+        steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE],
+        savings_us=None,
+        confirm=("with autocast/TF32 on, the same ops launch kernels named with "
+                 "bf16/f16/h884/hmma/tf32/s1688 and their device time drops"))]
+
+
+RULE = Rule(id="fp32-matmul", title="fp32 matmuls on a Tensor Core GPU", severity="warning",
+            check=check, thresholds=Thresholds(), doc=__doc__)

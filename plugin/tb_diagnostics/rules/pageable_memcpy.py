@@ -1,0 +1,108 @@
+"""Pageable memcpy: host→device copies from pageable (unpinned) memory.
+
+What it detects
+    ``Memcpy HtoD (Pageable -> Device)`` activities inside steps, with the
+    ``cudaMemcpyAsync`` that launched them, the op (``aten::copy_`` under
+    ``aten::to``) and, where the trace has stacks, the Python line. CUPTI names
+    the source memory kind in the copy's name since 2021; older traces that do
+    not are not judged. Nsight Systems' ``cuda_memcpy_async`` rule is the same
+    check ("Async Memcpy with Pageable Memory").
+
+Why it matters
+    The device can only DMA from pinned memory. From pageable memory the
+    driver first copies into a pinned staging buffer, and
+    ``cudaMemcpyAsync`` turns synchronous: the host blocks for the whole copy,
+    cannot launch anything meanwhile, and the copy cannot overlap compute —
+    ``non_blocking=True`` has no effect.
+
+How to fix
+    Pin the source and copy asynchronously:
+    ``DataLoader(..., pin_memory=True)`` then
+    ``x = x.to(device, non_blocking=True)``; for tensors you build yourself,
+    ``x = x.pin_memory()`` once (or allocate with ``pin_memory=True``) and reuse
+    the buffer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
+from tb_diagnostics.analysis.views.pystack import user_frame
+from tb_diagnostics.rules._util import (
+    MAX_EVIDENCE,
+    fmt_bytes,
+    fmt_count,
+    fmt_us,
+    n_steps,
+    step_numbers,
+    steps_text,
+)
+from tb_diagnostics.rules.base import Finding, Rule, evidence
+
+PAGEABLE_HTOD = re.compile(r"^Memcpy HtoD \(Pageable -> Device\)")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    #: Report when the pageable copies block the host at least this long per step (µs).
+    min_host_us_per_step: float = 10.0
+
+
+def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
+    if analysis.cpu_only:
+        return []
+    m = analysis.model
+    acts = m.device_activity_rows
+    ids = [i for i, s in enumerate(m.strings) if PAGEABLE_HTOD.match(s)]
+    sel = np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
+    win = (analysis.activity_step if len(analysis.host_steps)
+           else np.zeros(acts.size, dtype=np.int64))
+    sel &= win >= 0
+    if not sel.any():
+        return []
+    copies, cwin = acts[sel], win[sel]
+    launcher = m.launcher[copies]
+    steps_n = n_steps(analysis)
+    host = float(m.dur[launcher[launcher >= 0]].sum()) / steps_n
+    if host < th.min_host_us_per_step:
+        return []
+    nbytes = float(np.nansum(m.nbytes[copies])) / steps_n
+    dev = float(m.dur[copies].sum()) / steps_n
+    op_of = launching_op(analysis)[sel]
+    top = outermost_op(analysis)
+    who = sorted({m.name_of(int(top[o])) for o in op_of.tolist() if o >= 0})
+    frame = None
+    for r in launcher[launcher >= 0].tolist():
+        frame = user_frame(analysis, r)
+        if frame:
+            break
+    where = f", called from {frame[1]}" if frame else ""
+    ev = []
+    for i in np.argsort(-m.dur[copies], kind="stable")[:3].tolist():
+        ev.append(evidence(analysis, int(copies[i]), f"{fmt_bytes(m.nbytes[copies[i]])} from "
+                           "pageable memory"))
+        if launcher[i] >= 0:
+            ev.append(evidence(analysis, int(launcher[i]), "blocks the host for the copy"))
+        if op_of[i] >= 0:
+            ev.append(evidence(analysis, int(top[op_of[i]]), "the op that copies"))
+    if frame and frame[0] >= 0:
+        ev.append(evidence(analysis, frame[0], "the Python line"))
+    steps = step_numbers(analysis, cwin)
+    return [Finding(
+        rule=RULE.id, severity=RULE.severity, title=RULE.title,
+        message=(f"{fmt_count(copies.size / steps_n)} host→device copies per step from "
+                 f"pageable memory ({fmt_bytes(nbytes)}, {fmt_us(dev)} on the device) in "
+                 f"{steps_text(steps)}; their cudaMemcpyAsync blocks the host {fmt_us(host)} "
+                 f"per step{' (' + ', '.join(who) + ')' if who else ''}{where}."),
+        steps=steps, evidence=ev[:MAX_EVIDENCE], savings_us=None,
+        confirm=("after pin_memory=True the copies are named 'Memcpy HtoD (Pinned -> Device)' "
+                 "and their cudaMemcpyAsync returns in a few µs"))]
+
+
+RULE = Rule(id="pageable-memcpy", title="Copies from pageable host memory", severity="warning",
+            check=check, thresholds=Thresholds(), doc=__doc__)

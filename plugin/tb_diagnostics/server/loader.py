@@ -1,0 +1,192 @@
+"""Lazy, shared, bounded loading of spans.
+
+A span is loaded the first time the tab asks for it, on a small thread pool,
+so TensorBoard's request threads never parse a 100 MB trace; the tab shows
+the progress meanwhile. Concurrent requests for one file share one load (one
+future per key). Loaded analyses live in an LRU bounded by count and by an
+estimate of their memory; a span's summary is small and outlives its
+analysis, so the step table stays instant after an eviction and only the
+per-step detail reloads.
+
+Entries are keyed by ``(url, size, mtime)``: a file the profiler rewrites,
+or one that was truncated on the first look, gets a fresh load.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.errors import DiagnosticsError
+from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.trace.model import TraceModel
+
+_log = logging.getLogger(__name__)
+
+Key = tuple[str, int | None, float | None]
+#: ``work(file, progress) -> (analysis, summary)``; raises DiagnosticsError for a bad file.
+Work = Callable[[SpanFile, "Progress"], tuple[SpanAnalysis, dict[str, Any]]]
+
+
+def key_of(f: SpanFile) -> Key:
+    return (f.url, f.size, f.mtime)
+
+
+@dataclass
+class Progress:
+    """Where one load stands; ``fraction`` is a rough 0..1 for a progress bar."""
+
+    file: SpanFile
+    stage: str = "queued"  # queued, reading (and parsing), analysing, ready, error
+    fraction: float = 0.0
+    started: float = field(default_factory=time.time)
+
+    def set(self, stage: str, fraction: float) -> None:
+        self.stage, self.fraction = stage, max(self.fraction, min(fraction, 1.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        f = self.file
+        return {"run": f.run, "worker": f.worker, "span": f.span, "file": f.relpath,
+                "stage": self.stage, "fraction": round(self.fraction, 3), "size": f.size,
+                "elapsed_s": round(time.time() - self.started, 2)}
+
+
+@dataclass
+class Loaded:
+    """A loaded span: its summary (or error) and, while resident, its analysis."""
+
+    file: SpanFile
+    summary: dict[str, Any] | None
+    error: str | None
+    analysis: SpanAnalysis | None = None
+    nbytes: int = 0
+    details: dict[Any, Any] = field(default_factory=dict)  # per-step payload cache
+
+
+def model_nbytes(model: TraceModel) -> int:
+    """An estimate of a model's memory: its columns, its strings, and as much again
+    for the analysis' derived views (intervals, indexes, call trees)."""
+    arrays = sum(v.nbytes for v in vars(model).values() if isinstance(v, np.ndarray))
+    arrays += sum(v.nbytes for v in vars(model.memory).values() if isinstance(v, np.ndarray))
+    strings = sum(len(s) + 56 for s in model.strings)
+    return 2 * (arrays + strings)
+
+
+class SpanLoader:
+    """Loads spans on a pool, one load per key, and keeps a bounded cache."""
+
+    def __init__(self, work: Work, workers: int = 2, max_models: int = 8,
+                 max_bytes: int = 2 << 30, max_summaries: int = 512) -> None:
+        self._work = work
+        self._pool = ThreadPoolExecutor(max_workers=workers,
+                                        thread_name_prefix="tb-diagnostics-load")
+        self._max_models = max_models
+        self._max_bytes = max_bytes
+        self._max_summaries = max_summaries
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Key, Loaded] = OrderedDict()
+        self._resident: OrderedDict[Key, int] = OrderedDict()  # key → nbytes, LRU order
+        self._loads: dict[Key, tuple[Future, Progress]] = {}
+
+    def get(self, f: SpanFile, need_analysis: bool = False) -> Loaded | Progress:
+        """The loaded span, or the progress of its load (started here if needed)."""
+        key = key_of(f)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and (entry.error or not need_analysis
+                                      or entry.analysis is not None):
+                self._entries.move_to_end(key)
+                if key in self._resident:
+                    self._resident.move_to_end(key)
+                return entry
+            running = self._loads.get(key)
+            if running is not None:
+                return running[1]
+            progress = Progress(file=f)
+            future = self._pool.submit(self._load, key, f, progress)
+            self._loads[key] = (future, progress)
+            return progress
+
+    def wait(self, f: SpanFile, timeout: float | None = None) -> Loaded:
+        """Load ``f`` (if needed) and block until it is loaded: for tests and the CLI."""
+        got = self.get(f, need_analysis=True)
+        if isinstance(got, Loaded):
+            return got
+        with self._lock:
+            running = self._loads.get(key_of(f))
+        if running is not None:
+            return running[0].result(timeout)
+        return self.wait(f, timeout)  # finished between the two looks
+
+    def progress(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [p.to_dict() for _, p in self._loads.values()]
+
+    def peek(self, f: SpanFile) -> str:
+        """``ready``, ``error``, ``loading`` or ``unloaded``, without starting anything."""
+        key = key_of(f)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                return "error" if entry.error else "ready"
+            return "loading" if key in self._loads else "unloaded"
+
+    def errors(self) -> list[Loaded]:
+        with self._lock:
+            return [e for e in self._entries.values() if e.error]
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"summaries": len(self._entries), "resident": len(self._resident),
+                    "resident_bytes": sum(self._resident.values()), "loading": len(self._loads)}
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- the pool side ------------------------------------------------------
+    def _load(self, key: Key, f: SpanFile, progress: Progress) -> Loaded:
+        try:
+            analysis, summary = self._work(f, progress)
+            entry = Loaded(file=f, summary=summary, error=None, analysis=analysis,
+                           nbytes=model_nbytes(analysis.model))
+            progress.set("ready", 1.0)
+        except DiagnosticsError as exc:
+            entry = Loaded(file=f, summary=None, error=str(exc))
+            progress.set("error", 1.0)
+        except Exception as exc:  # a bug must not leave the tab spinning forever
+            _log.exception("tb-diagnostics: loading %s failed", f.relpath)
+            entry = Loaded(file=f, summary=None,
+                           error=f"{f.relpath}: internal error ({type(exc).__name__}: {exc})")
+            progress.set("error", 1.0)
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            if entry.analysis is not None:
+                self._resident[key] = entry.nbytes
+            self._evict()
+            self._loads.pop(key, None)
+        return entry
+
+    def _evict(self) -> None:
+        """Drop analyses (LRU) over the count or byte bound; then old summaries."""
+        while self._resident and (len(self._resident) > self._max_models
+                                  or sum(self._resident.values()) > self._max_bytes):
+            if len(self._resident) == 1:
+                break  # keep the one just loaded, however big: it is being asked for
+            old, _ = self._resident.popitem(last=False)
+            entry = self._entries.get(old)
+            if entry is not None:
+                entry.analysis = None
+                entry.details.clear()
+        while len(self._entries) > self._max_summaries:
+            old, _ = self._entries.popitem(last=False)
+            self._resident.pop(old, None)

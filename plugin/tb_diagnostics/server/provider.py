@@ -1,0 +1,215 @@
+"""The data provider: what the routes ask, answered from the scan and the loader.
+
+Routes name runs, workers and spans; they never pass paths. A name is looked
+up in the scan, and anything not found there is a 404 with a sentence that
+says what exists, so a bad link or a stale URL explains itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from tb_diagnostics.analysis import Thresholds
+from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader
+from tb_diagnostics.server.present import load_and_summarise, step_detail
+from tb_diagnostics.server.scan import ScanCache, ScanResult
+
+#: At most this many evidence rows may be pinned into one timeline request.
+MAX_HIGHLIGHT = 64
+#: Per-span cache of step payloads (a user clicks between a few steps).
+MAX_DETAILS = 24
+
+
+class RequestError(Exception):
+    """A request the provider cannot answer; ``code`` is the HTTP status."""
+
+    code = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(RequestError):
+    code = 400
+
+
+class NotFound(RequestError):
+    code = 404
+
+
+class DataProvider:
+    """Everything the tab's routes need, with no HTTP in it."""
+
+    def __init__(self, logdir: str | None, problem: str | None = None,
+                 thresholds: Thresholds | None = None, cache: TraceCache | None = None,
+                 scan_max_age_s: float = 5.0, fresh_s: float = 1.0,
+                 loader: SpanLoader | None = None) -> None:
+        self.logdir = logdir
+        self.fresh_s = fresh_s  # /runs lists files no older than this: reload finds new ones
+        self.problem = problem  # why there is no log dir (e.g. --logdir_spec)
+        self._scan = ScanCache(logdir, max_age_s=scan_max_age_s) if logdir else None
+        work = functools.partial(load_and_summarise, thresholds=thresholds, cache=cache)
+        self.loader = loader or SpanLoader(work)
+
+    # ---- cheap status -------------------------------------------------------
+    def is_active(self) -> bool:
+        """True when the log dir holds traces; never scans in the caller after the first look."""
+        if self._scan is None:
+            return False
+        result = self._scan.peek()
+        return bool(result and result.has_traces)
+
+    # ---- routes -------------------------------------------------------------
+    def runs(self) -> dict[str, Any]:
+        """The run → worker → span tree, the log dir's status and known load errors."""
+        out: dict[str, Any] = {"logdir": self.logdir, "status": "ok", "message": None,
+                               "runs": [], "errors": [], "loading": self.loader.progress()}
+        if self._scan is None:
+            out.update(status="no_logdir", message=self.problem)
+            return out
+        result = self._scan.get(max_age_s=self.fresh_s)
+        if result is None:
+            out.update(status="scanning", message=f"still listing {self.logdir}")
+            return out
+        if result.error:
+            out.update(status="error", message=result.error)
+            return out
+        tree = result.logdir
+        if not tree or not tree.runs:
+            out.update(status="empty",
+                       message=f"no PyTorch profiler traces (*.pt.trace.json[.gz]) under "
+                               f"{self.logdir}")
+            return out
+        out["runs"] = [
+            {"run": r.name, "workers": [
+                {"worker": w.name, "spans": [
+                    {"span": s.span, "file": s.relpath, "size": s.size, "mtime": s.mtime,
+                     "state": self.loader.peek(s)}
+                    for s in w.spans]}
+                for w in r.workers]}
+            for r in tree.runs
+        ]
+        out["errors"] = [{"file": e.file.relpath, "run": e.file.run, "worker": e.file.worker,
+                          "span": e.file.span, "message": e.error}
+                         for e in self.loader.errors()]
+        return out
+
+    def span(self, run: str, worker: str, span: str) -> tuple[int, dict[str, Any]]:
+        """The span's summary (200), its load progress (202) or its load error (200)."""
+        f = self.find(run, worker, span)
+        got = self.loader.get(f)
+        if isinstance(got, Progress):
+            return 202, {"status": "loading", "progress": got.to_dict()}
+        if got.error:
+            return 200, _error(got)
+        return 200, {"status": "ready", "summary": got.summary}
+
+    def step(self, run: str, worker: str, span: str, step: str,
+             highlight: str | None = None) -> tuple[int, dict[str, Any]]:
+        """One step's dispatch tree and timeline (202 while the span loads)."""
+        f = self.find(run, worker, span)
+        rows = _parse_rows(highlight)
+        got = self.loader.get(f, need_analysis=True)
+        if isinstance(got, Progress):
+            return 202, {"status": "loading", "progress": got.to_dict()}
+        if got.error:
+            return 200, _error(got)
+        analysis = got.analysis
+        if analysis is None:  # evicted between the two looks: reload
+            return 202, {"status": "loading", "progress": Progress(file=f).to_dict()}
+        index = _step_index(analysis.windows, step)
+        key = (index, rows)
+        detail = got.details.get(key)
+        if detail is None:
+            detail = step_detail(analysis, index, rows)
+            if len(got.details) >= MAX_DETAILS:
+                got.details.clear()
+            got.details[key] = detail
+        return 200, {"status": "ready", **detail}
+
+    def progress(self) -> dict[str, Any]:
+        return {"loading": self.loader.progress(), "cache": self.loader.stats()}
+
+    # ---- lookups ------------------------------------------------------------
+    def find(self, run: str | None, worker: str | None, span: str | None) -> SpanFile:
+        """The span file named by the route's parameters, or NotFound/BadRequest."""
+        for name, value in (("run", run), ("worker", worker), ("span", span)):
+            if not value:
+                raise BadRequest(f"missing parameter {name!r}")
+        if self._scan is None:
+            raise NotFound(self.problem or "TensorBoard has no --logdir")
+        result = self._scan.peek()
+        f = _lookup(result, run, worker, span)
+        if f is None:  # maybe new since the last scan: look once more, fresh
+            result = self._scan.get(max_age_s=0.0)
+            f = _lookup(result, run, worker, span)
+        if f is not None:
+            return f
+        raise NotFound(_not_found(result, run, worker, span, self.logdir or ""))
+
+    def shutdown(self) -> None:
+        self.loader.shutdown()
+
+
+def _error(entry: Loaded) -> dict[str, Any]:
+    return {"status": "error", "file": entry.file.relpath, "error": entry.error}
+
+
+def _lookup(result: ScanResult | None, run: str, worker: str, span: str) -> SpanFile | None:
+    if result is None or result.logdir is None:
+        return None
+    r = result.logdir.run(run)
+    w = next((w for w in r.workers if w.name == worker), None) if r else None
+    return next((s for s in w.spans if s.span == span), None) if w else None
+
+
+def _not_found(result: ScanResult | None, run: str, worker: str, span: str,
+               logdir: str) -> str:
+    tree = result.logdir if result else None
+    r = tree.run(run) if tree else None
+    if r is None:
+        return f"no run {run!r} in {logdir}"
+    w = next((w for w in r.workers if w.name == worker), None)
+    if w is None:
+        names = ", ".join(x.name for x in r.workers)
+        return f"no worker {worker!r} in run {run!r} (workers: {names})"
+    names = ", ".join(s.span for s in w.spans)
+    return f"no span {span!r} for worker {worker!r} of run {run!r} (spans: {names})"
+
+
+def _step_index(windows: list, step: str | None) -> int:
+    """``step`` is ProfilerStep#N's N, or ``all`` for a span without steps."""
+    if not step:
+        raise BadRequest("missing parameter 'step'")
+    if step == "all":
+        if len(windows) == 1 and windows[0].step is None:
+            return 0
+        raise NotFound("this span has ProfilerStep# steps: ask for one by number")
+    try:
+        n = int(step)
+    except ValueError:
+        raise BadRequest(f"step must be a step number or 'all', not {step!r}") from None
+    for w in windows:
+        if w.step == n:
+            return w.index
+    known = ", ".join(str(w.step) for w in windows if w.step is not None) or "none"
+    raise NotFound(f"no step {n} in this span (steps: {known})")
+
+
+def _parse_rows(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    parts = text.split(",")
+    if len(parts) > MAX_HIGHLIGHT:
+        raise BadRequest(f"at most {MAX_HIGHLIGHT} highlight rows")
+    try:
+        rows = tuple(sorted({int(p) for p in parts if p.strip()}))
+    except ValueError:
+        raise BadRequest("highlight must be comma-separated row numbers") from None
+    if any(r < 0 for r in rows):
+        raise BadRequest("highlight rows must be >= 0")
+    return rows

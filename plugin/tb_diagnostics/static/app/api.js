@@ -1,0 +1,48 @@
+// The plugin's JSON routes. URLs are relative: the entry page's <base href>
+// puts them under data/plugin/diagnostics/, which keeps --path_prefix and
+// /experiment/<id>/ working.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(t);
+      reject(new DOMException("aborted", "AbortError"));
+    }, { once: true });
+  });
+}
+
+/**
+ * GET a route; while it answers 202 (the span is loading) report the
+ * progress and ask again, backing off from 150 ms to 1 s.
+ */
+export async function getJSON(route, params, { onProgress, signal } = {}) {
+  const qs = params ? `?${new URLSearchParams(params)}` : "";
+  let delay = 150;
+  for (;;) {
+    const res = await fetch(`./${route}${qs}`, { signal, headers: { Accept: "application/json" } });
+    let body = null;
+    try {
+      body = await res.json();
+    } catch {
+      body = null;
+    }
+    if (res.status === 202) {
+      onProgress?.(body && body.progress);
+      await sleep(delay, signal);
+      delay = Math.min(delay * 1.5, 1000);
+      continue;
+    }
+    if (!res.ok) throw new ApiError(res.status, (body && body.error) || `${res.status} ${res.statusText}`);
+    return body;
+  }
+}
+
+export const isAbort = (e) => e && e.name === "AbortError";

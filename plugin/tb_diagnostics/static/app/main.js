@@ -1,0 +1,275 @@
+// The tab's controller: picks the span, loads its summary, then the selected
+// step's detail, and wires the views to each other (a step in the chart or
+// table → tree + timeline; a finding's evidence → the timeline).
+
+import { getJSON, isAbort } from "./api.js";
+import { card, fill, h } from "./dom.js";
+import { FindingsView, findingKey } from "./findings.js";
+import { VERDICT_HELP, bytes, stepLabel, verdictColor } from "./format.js";
+import { listenForReload } from "./ipc.js";
+import { Picker } from "./picker.js";
+import { readState, writeState } from "./state.js";
+import { emptyState, loadingState, problemState, spanErrorState } from "./states.js";
+import { StepChart, legend } from "./stepchart.js";
+import { StepTable } from "./steptable.js";
+import { watchTheme } from "./theme.js";
+import { TimelineView } from "./timeline.js";
+import { TreeView } from "./tree.js";
+
+const KIND_LEGEND = [["op", "op"], ["runtime", "launch"], ["kernel", "kernel"], ["memcpy", "copy"], ["annotation", "annotation"]];
+
+export class App {
+  constructor(root) {
+    this.root = root;
+    this.state = readState();
+    this.summary = null;
+    this.stepIndex = -1;
+    this.ctl = {};
+    this.build();
+  }
+
+  build() {
+    this.pickerEl = h("div", { class: "picker" });
+    this.device = h("span", { class: "device" });
+    this.status = h("span", { class: "status", role: "status" });
+    this.picker = new Picker(this.pickerEl, { onChange: (sel) => this.pick(sel) });
+    this.headline = h("div", { class: "headline", id: "headline", hidden: true });
+    this.main = h("div", { id: "main" });
+
+    const steps = card("Steps", { id: "steps", tools: legend() });
+    steps.body.style.cssText = "display:flex;flex-direction:column;overflow:hidden";
+    const chartEl = h("div", { class: "chart", id: "step-chart" });
+    const tableEl = h("div", { style: { flex: "1", minHeight: "0", overflow: "auto" } });
+    steps.body.append(chartEl, tableEl);
+    this.chart = new StepChart(chartEl, { onSelect: (i) => this.selectStep(i) });
+    this.table = new StepTable(tableEl, { onSelect: (i) => this.selectStep(i) });
+
+    const findings = card("Findings", { id: "findings" });
+    this.findingsCount = findings.head.querySelector(".card-tools");
+    this.findings = new FindingsView(findings.body, {
+      onEvidence: (f, e) => this.showEvidence(f, e),
+      onToggle: (key) => this.setState({ finding: key }),
+    });
+
+    const tree = card("Dispatch chain", { id: "tree" });
+    this.treeTools = tree.head.querySelector(".card-tools");
+    this.tree = new TreeView(tree.body, { onShow: (n) => this.showNode(n) });
+
+    const zoom = (f) => () => this.timeline.tl && this.timeline.zoom(f);
+    const tl = card("Timeline", {
+      id: "timeline",
+      tools: [h("span", { class: "legend", style: { padding: 0 } }, KIND_LEGEND.map(([k, label]) =>
+        h("span", null, h("i", { style: { background: `var(--k-${k})` } }), label))),
+      h("span", { class: "tools" },
+        h("button", { onclick: zoom(1 / 0.6), title: "zoom out (-)" }, "−"),
+        h("button", { onclick: zoom(0.6), title: "zoom in (+)" }, "+"),
+        h("button", { onclick: () => this.timeline.tl && this.timeline.fit(), title: "fit the step (0)" }, "fit"))],
+    });
+    tl.body.style.cssText = "display:flex;flex-direction:column;overflow:hidden";
+    const tlEl = h("div", { style: { flex: "1", minHeight: "0" } });
+    const info = h("div", { class: "tl-info" });
+    tl.body.append(tlEl, info);
+    this.timeline = new TimelineView(tlEl, info);
+
+    this.grid = h("div", { class: "grid" }, steps.el, findings.el, tree.el, tl.el);
+    this.bodies = { tree: tree.body, timeline: tlEl };
+    this.root.replaceChildren(
+      h("div", { class: "topbar" }, this.pickerEl, this.device, this.status),
+      this.headline, this.main);
+    watchTheme(() => {
+      this.chart.build();
+      this.timeline.themeChanged();
+    });
+    listenForReload(() => this.loadRuns(true));
+  }
+
+  setState(patch) {
+    Object.assign(this.state, patch);
+    writeState(this.state);
+  }
+
+  abort(name) {
+    this.ctl[name]?.abort();
+    this.ctl[name] = new AbortController();
+    return this.ctl[name].signal;
+  }
+
+  // ---- runs ---------------------------------------------------------------
+  async loadRuns(reload = false) {
+    let runs;
+    try {
+      runs = await getJSON("runs");
+    } catch (e) {
+      this.status.textContent = `cannot reach the plugin: ${e.message}`;
+      return;
+    }
+    this.runs = runs;
+    if (runs.status === "scanning") {
+      fill(this.main, loadingState(null));
+      setTimeout(() => this.loadRuns(reload), 500);
+      return;
+    }
+    if (runs.status !== "ok") {
+      this.headline.hidden = true;
+      this.pickerEl.hidden = true;
+      fill(this.main, runs.status === "empty" ? emptyState(runs) : problemState(runs));
+      document.body.dataset.ready = "empty";
+      return;
+    }
+    this.pickerEl.hidden = false;
+    const sel = this.picker.setRuns(runs.runs, this.state);
+    const same = this.file && this.file.file === sel.file.file && this.file.mtime === sel.file.mtime &&
+      this.file.size === sel.file.size;
+    if (!reload || !same) this.pick(sel);
+  }
+
+  pick(sel) {
+    const changed = sel.run !== this.state.run || sel.worker !== this.state.worker || sel.span !== this.state.span;
+    this.setState({ run: sel.run, worker: sel.worker, span: sel.span, ...(changed && this.file ? { step: null, finding: null } : {}) });
+    this.file = sel.file;
+    this.loadSpan();
+  }
+
+  // ---- span ---------------------------------------------------------------
+  async loadSpan() {
+    const signal = this.abort("span");
+    this.abort("step");
+    const { run, worker, span } = this.state;
+    this.headline.hidden = true;
+    fill(this.main, loadingState(null));
+    document.body.dataset.ready = "loading";
+    let res;
+    try {
+      res = await getJSON("span", { run, worker, span }, {
+        signal, onProgress: (p) => fill(this.main, loadingState(p)),
+      });
+    } catch (e) {
+      if (isAbort(e)) return;
+      fill(this.main, spanErrorState({ file: `${run}/${worker}.${span}`, error: e.message }, []));
+      return;
+    }
+    if (res.status === "error") {
+      const others = (this.runs?.errors || []).filter((x) => x.file !== res.file);
+      fill(this.main, spanErrorState(res, others));
+      this.device.textContent = "";
+      document.body.dataset.ready = "error";
+      return;
+    }
+    this.showSummary(res.summary);
+  }
+
+  showSummary(s) {
+    this.summary = s;
+    const dev = s.device.kind === "cpu" ? "CPU only" : `${(s.device.kind || "").toUpperCase()}${s.device.name ? ` · ${s.device.name}` : ""}`;
+    this.device.title = `${s.file} · ${bytes(this.file?.size)}`;
+    this.device.textContent = `${dev} · ${s.trace.events.toLocaleString()} events · ${s.steps.length} step${s.steps.length === 1 ? "" : "s"}`;
+    const bad = (this.runs?.errors || []).length;
+    this.status.textContent = bad ? `${bad} file${bad > 1 ? "s" : ""} could not be read` : "";
+    this.status.title = (this.runs?.errors || []).map((e) => e.message).join("\n");
+    fill(this.headline,
+      s.verdict ? h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) }, title: VERDICT_HELP[s.verdict] }, s.verdict) : null,
+      h("div", null,
+        h("div", { class: "sentence", id: "headline-text" }, capitalise(s.headline)),
+        [...s.errors, ...s.notes].length ? h("div", { class: "notes" }, [...s.errors, ...s.notes].join(" · ")) : null));
+    this.headline.style.setProperty("--verdict", verdictColor(s.verdict));
+    this.headline.hidden = false;
+    fill(this.main, this.grid);
+    this.findingsCount.textContent = s.findings.length ? `${s.findings.length} · by severity, then savings` : "";
+    const known = s.findings.some((f, i) => findingKey(f, i) === this.state.finding);
+    this.findings.setData(s, known ? this.state.finding : null);
+    const index = this.defaultStep(s);
+    this.stepIndex = -1;
+    this.chart.setData(s.steps, index);
+    this.table.setData(s.steps, index);
+    this.selectStep(index);
+  }
+
+  defaultStep(s) {
+    const want = this.state.step;
+    const byNumber = s.steps.find((x) => (x.step === null ? "all" : String(x.step)) === want);
+    if (byNumber) return byNumber.index;
+    const typical = s.steps.find((x) => x.verdict === s.verdict && !(x.flags || []).length);
+    return (typical || s.steps[0] || { index: 0 }).index;
+  }
+
+  // ---- step ---------------------------------------------------------------
+  selectStep(index, { highlight = [], focus = [] } = {}) {
+    const st = this.summary?.steps[index];
+    if (!st) return;
+    const stepChanged = index !== this.stepIndex;
+    this.stepIndex = index;
+    this.chart.select(index);
+    this.table.select(index);
+    this.setState({ step: st.step === null ? "all" : String(st.step) });
+    clearTimeout(this.stepTimer);
+    // Arrow keys in the table step quickly: fetch only once the user pauses.
+    this.stepTimer = setTimeout(() => this.loadStep(index, stepChanged, highlight, focus), stepChanged ? 120 : 0);
+  }
+
+  async loadStep(index, stepChanged, highlight, focus) {
+    const signal = this.abort("step");
+    const st = this.summary.steps[index];
+    const { run, worker, span } = this.state;
+    const params = { run, worker, span, step: st.step === null ? "all" : st.step };
+    if (highlight.length) params.highlight = highlight.slice(0, 64).join(",");
+    this.treeTools.textContent = `step ${stepLabel(st.step)}`;
+    if (stepChanged) {
+      fill(this.bodies.tree, loadingState(null));
+    }
+    let res;
+    try {
+      res = await getJSON("step", params, { signal, onProgress: (p) => stepChanged && fill(this.bodies.tree, loadingState(p)) });
+    } catch (e) {
+      if (isAbort(e)) return;
+      fill(this.bodies.tree, h("div", { class: "none" }, `Cannot load step ${stepLabel(st.step)}: ${e.message}`));
+      return;
+    }
+    if (res.status !== "ready") {
+      fill(this.bodies.tree, h("div", { class: "none" }, res.error || "cannot load this step"));
+      return;
+    }
+    if (stepChanged || !this.tree.tree) this.tree.setData(res.tree, res.open);
+    this.timeline.setData(res.timeline, focus);
+    document.body.dataset.ready = "true";
+  }
+
+  /** A finding's evidence: open the step that holds the event, outline it in the timeline. */
+  showEvidence(f, e) {
+    const steps = this.summary.steps;
+    const onDevice = ["kernel", "memcpy", "memset", "gpu_annotation", "gpu_sync"].includes(e.category);
+    // Host events belong to the step whose host window holds them, device
+    // activities to the step whose device window does (it can run past the
+    // host's step boundary).
+    const lo = (s) => (onDevice ? s.start_us : s.host_start_us);
+    const hi = (s) => (onDevice ? s.start_us + s.wall_us : s.host_end_us);
+    const holds = (s, ts) => ts >= lo(s) && ts < hi(s);
+    const st = steps.find((s) => holds(s, e.ts)) ||
+      steps.find((s) => ts0(s) <= e.ts && e.ts < ts1(s)) ||
+      steps.find((s) => (f.steps || []).includes(s.step)) || steps[this.stepIndex];
+    const rows = [e.row, ...f.evidence.filter((x) => ts0(st) <= x.ts && x.ts < ts1(st)).map((x) => x.row)];
+    this.selectStep(st.index, { highlight: [...new Set(rows)], focus: [e.row] });
+    revealTimeline();
+  }
+
+  showNode(n) {
+    this.tree.mark(n.id);
+    this.selectStep(this.stepIndex, { highlight: n.rows, focus: n.rows });
+  }
+}
+
+/** Scroll the timeline card into view unless enough of it is visible already. */
+function revealTimeline() {
+  const el = document.getElementById("timeline");
+  if (!el) return;
+  const r = el.getBoundingClientRect();
+  const visible = Math.min(r.bottom, window.innerHeight) - Math.max(r.top, 0);
+  if (visible < 180) el.scrollIntoView({ block: "nearest", behavior: "smooth" });
+}
+
+/** The time range a step's timeline covers: its host and its device window. */
+const ts0 = (s) => Math.min(s.host_start_us, s.start_us);
+const ts1 = (s) => Math.max(s.host_end_us, s.start_us + s.wall_us);
+
+function capitalise(s) {
+  return s ? s[0].toUpperCase() + s.slice(1) : "";
+}

@@ -1,0 +1,108 @@
+// The steps table: sortable columns, one row per step; click, Enter or the
+// arrow keys select a step (which loads its dispatch tree and timeline).
+
+import { h } from "./dom.js";
+import { CAUSES, CAUSE_LABEL, dur, ms, pct, stepLabel, verdictColor } from "./format.js";
+
+const COLUMNS = [
+  { key: "step", label: "Step", value: (s) => s.index },
+  { key: "wall", label: "Wall ms", num: true, value: (s) => s.wall_us },
+  { key: "busy", label: "Device busy", value: (s) => s.device_busy },
+  { key: "verdict", label: "Verdict", value: (s) => s.verdict },
+  { key: "cause", label: "Main idle cause", value: (s) => s.main_idle_cause || "" },
+  { key: "ops", label: "Ops", num: true, value: (s) => s.ops },
+  { key: "kernels", label: "Kernels", num: true, value: (s) => s.kernels },
+];
+
+function busyBar(s) {
+  const wall = s.wall_us || 1;
+  const seg = (c, v) => h("span", { style: { width: `${(100 * v) / wall}%`, background: `var(--c-${c})` } });
+  const title = [`device busy ${dur(s.device_busy_us)}`,
+    ...CAUSES.map((c) => `${CAUSE_LABEL[c]} ${dur(s.idle[`${c}_us`])}`)].join("\n");
+  return h("span", { style: { display: "inline-flex", alignItems: "center", gap: "6px" }, title },
+    h("span", { class: "bar" }, seg("busy", s.device_busy_us), CAUSES.map((c) => seg(c, s.idle[`${c}_us`]))),
+    h("span", { class: "num", style: { minWidth: "32px" } }, pct(s.device_busy)));
+}
+
+export class StepTable {
+  constructor(container, { onSelect }) {
+    this.container = container;
+    this.onSelect = onSelect;
+    this.sort = { key: "step", dir: 1 };
+    this.steps = [];
+    this.selected = -1;
+  }
+
+  setData(steps, selected) {
+    this.steps = steps;
+    this.selected = selected;
+    this.render();
+  }
+
+  select(index, focus = false) {
+    this.selected = index;
+    for (const tr of this.tbody?.children || []) {
+      const on = Number(tr.dataset.index) === index;
+      tr.setAttribute("aria-selected", on ? "true" : "false");
+      tr.tabIndex = on ? 0 : -1;
+      if (on && focus) tr.focus();
+      if (on) tr.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  sorted() {
+    const col = COLUMNS.find((c) => c.key === this.sort.key);
+    return [...this.steps].sort((a, b) => {
+      const x = col.value(a);
+      const y = col.value(b);
+      return (x < y ? -1 : x > y ? 1 : a.index - b.index) * this.sort.dir;
+    });
+  }
+
+  render() {
+    const head = h("tr", null, COLUMNS.map((c) => h("th", {
+      class: c.num ? "num" : "", scope: "col",
+      "aria-sort": this.sort.key === c.key ? (this.sort.dir > 0 ? "ascending" : "descending") : null,
+    }, h("button", { onclick: () => this.toggleSort(c.key), title: `sort by ${c.label}` }, c.label))));
+    this.tbody = h("tbody", { onkeydown: (e) => this.key(e) }, this.sorted().map((s) => this.row(s)));
+    const table = h("table", { class: "data", "aria-label": "steps" }, h("thead", null, head), this.tbody);
+    this.container.replaceChildren(table);
+    this.select(this.selected);
+  }
+
+  row(s) {
+    return h("tr", {
+      dataset: { index: s.index }, tabindex: -1, "aria-selected": "false",
+      onclick: () => this.onSelect(s.index),
+    },
+    h("td", null, h("strong", null, stepLabel(s.step)),
+      (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: f === "cold" ? "a cold step: first calls, allocator growth, profiler start" : "distorted by the profiler itself" }, f))),
+    h("td", { class: "num" }, ms(s.wall_us)),
+    h("td", null, busyBar(s)),
+    h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) } }, s.verdict)),
+    h("td", { class: "muted" }, s.main_idle_cause ? CAUSE_LABEL[s.main_idle_cause] : "—"),
+    h("td", { class: "num" }, s.ops.toLocaleString()),
+    h("td", { class: "num" }, s.kernels.toLocaleString()));
+  }
+
+  toggleSort(key) {
+    this.sort = this.sort.key === key ? { key, dir: -this.sort.dir } : { key, dir: key === "step" ? 1 : -1 };
+    this.render();
+  }
+
+  key(e) {
+    const rows = [...this.tbody.children];
+    const at = rows.findIndex((tr) => tr === document.activeElement);
+    let next = null;
+    if (e.key === "ArrowDown") next = rows[Math.min(at + 1, rows.length - 1)];
+    else if (e.key === "ArrowUp") next = rows[Math.max(at - 1, 0)];
+    else if (e.key === "Home") next = rows[0];
+    else if (e.key === "End") next = rows[rows.length - 1];
+    else if (e.key === "Enter" || e.key === " ") next = rows[at];
+    if (!next) return;
+    e.preventDefault();
+    const index = Number(next.dataset.index);
+    this.select(index, true);
+    this.onSelect(index);
+  }
+}

@@ -1,0 +1,172 @@
+"""The TensorBoard plugin: a "Diagnostics" tab over the log dir's PyTorch profiler traces.
+
+Registered through the ``tensorboard_plugins`` entry point. TensorBoard's
+data server only reads event files, so the plugin reads ``*.pt.trace.json``
+from ``context.logdir`` itself; that works with the default fast loader and
+with ``--load_fast=false`` alike. Under ``--logdir_spec`` the log dir is
+empty and the tab says so (torch-tb-profiler silently scanned the working
+directory instead).
+
+Routes (under ``/data/plugin/diagnostics``), each thin over
+:class:`~tb_diagnostics.server.DataProvider`:
+
+- ``/index.js``, ``/static/*``: the tab (plain ES modules, no build step);
+- ``/runs``: runs → workers → spans, the log dir's status, known load errors;
+- ``/span?run=&worker=&span=``: the span's summary (202 + progress while it loads);
+- ``/step?run=&worker=&span=&step=N[&highlight=rows]``: one step's dispatch
+  tree and timeline (``step=all`` for a span without ProfilerStep# events);
+- ``/progress``: loads in flight and the cache's size.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.server import DataProvider, RequestError
+
+_log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "diagnostics"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+_JSON = "application/json"
+_CONTENT_TYPES = {
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain",
+    ".md": "text/plain",
+    "": "text/plain",  # LICENSE
+}
+
+
+def resolve_logdir(context: base_plugin.TBContext) -> tuple[str | None, str | None]:
+    """(log dir to read, or None; why there is none).
+
+    ``context.logdir`` is the raw flag: expand ``~`` and make it absolute (a
+    relative path is relative to where TensorBoard started); URLs stay as given.
+    """
+    raw = (context.logdir or "").strip()
+    if raw:
+        if "://" in raw:
+            return raw, None
+        return os.path.abspath(os.path.expanduser(raw)), None
+    flags = context.flags
+    if flags is not None and getattr(flags, "logdir_spec", ""):
+        return None, ("TensorBoard was started with --logdir_spec, which the Diagnostics tab "
+                      "does not read. Start it with --logdir DIR (the directory given to "
+                      "tensorboard_trace_handler) to see the traces.")
+    return None, "TensorBoard was started without --logdir."
+
+
+class DiagnosticsPlugin(base_plugin.TBPlugin):
+    """The Diagnostics tab."""
+
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext) -> None:
+        # Cheap on purpose: TensorBoard drops a plugin whose constructor raises,
+        # and nothing is scanned or loaded until the first request.
+        logdir, problem = resolve_logdir(context)
+        # Parsed traces are cached outside the log dir (TB_DIAGNOSTICS_CACHE,
+        # default ~/.cache/tb-diagnostics), shared with the CLI; nothing is
+        # ever written into the log dir.
+        self.provider = DataProvider(logdir, problem, cache=TraceCache())
+
+    def get_plugin_apps(self) -> dict[str, Any]:
+        return {
+            "/index.js": self._serve_index,
+            "/static/*": self._serve_static,
+            "/runs": self._serve_runs,
+            "/span": self._serve_span,
+            "/step": self._serve_step,
+            "/progress": self._serve_progress,
+        }
+
+    def is_active(self) -> bool:
+        try:
+            return self.provider.is_active()
+        except Exception:  # never break TensorBoard's plugin listing
+            _log.exception("tb-diagnostics: is_active failed")
+            return False
+
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Diagnostics")
+
+    # ---- handlers: parse, ask the provider, respond --------------------------
+    @wrappers.Request.application
+    def _serve_index(self, request: wrappers.Request) -> wrappers.Response:
+        return self._file(request, "index.js")
+
+    @wrappers.Request.application
+    def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
+        marker = f"/plugin/{PLUGIN_NAME}/static/"
+        _, found, rel = request.path.partition(marker)
+        return self._file(request, rel if found else "")
+
+    @wrappers.Request.application
+    def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
+        return _json(request, self.provider.runs())
+
+    @wrappers.Request.application
+    def _serve_span(self, request: wrappers.Request) -> wrappers.Response:
+        a = request.args
+        return _call(request, self.provider.span, a.get("run"), a.get("worker"), a.get("span"))
+
+    @wrappers.Request.application
+    def _serve_step(self, request: wrappers.Request) -> wrappers.Response:
+        a = request.args
+        return _call(request, self.provider.step, a.get("run"), a.get("worker"), a.get("span"),
+                     a.get("step"), a.get("highlight"))
+
+    @wrappers.Request.application
+    def _serve_progress(self, request: wrappers.Request) -> wrappers.Response:
+        return _json(request, self.provider.progress())
+
+    def _file(self, request: wrappers.Request, rel: str) -> wrappers.Response:
+        path = static_path(rel)
+        if path is None:
+            return _json(request, {"error": f"no such file: {rel!r}"}, 404)
+        ctype = _CONTENT_TYPES[path.suffix.lower() if path.suffix else ""]
+        return http_util.Respond(request, path.read_bytes(), ctype)
+
+
+def static_path(rel: str) -> Path | None:
+    """The file under ``static/`` that ``rel`` names, or None (traversal, hidden, unknown type)."""
+    if not rel or "\\" in rel or "\x00" in rel or rel.startswith("/"):
+        return None
+    norm = posixpath.normpath(rel)
+    if norm.startswith("..") or any(p.startswith(".") for p in norm.split("/")):
+        return None
+    path = (STATIC_DIR / norm).resolve()
+    try:
+        path.relative_to(STATIC_DIR)
+    except ValueError:
+        return None
+    if not path.is_file() or path.suffix.lower() not in _CONTENT_TYPES:
+        return None
+    return path
+
+
+def _json(request: wrappers.Request, payload: Any, code: int = 200) -> wrappers.Response:
+    # msgspec: ~10x faster than json.dumps on a timeline, and NaN becomes null
+    # (valid JSON) where TensorBoard's Cleanse would send the string "NaN".
+    return http_util.Respond(request, msgspec.json.encode(payload), _JSON, code=code)
+
+
+def _call(request: wrappers.Request, method: Any, *args: Any) -> wrappers.Response:
+    try:
+        code, payload = method(*args)
+    except RequestError as exc:
+        return _json(request, {"error": exc.message}, exc.code)
+    return _json(request, payload, code)

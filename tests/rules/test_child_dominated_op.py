@@ -1,0 +1,26 @@
+"""child-dominated-op: CPU total far above self time; the children are named."""
+
+from __future__ import annotations
+
+from tb_diagnostics.rules.child_dominated_op import RULE
+
+
+def test_fires_and_follows_the_chain(builder):
+    for s in range(2):
+        t0 = s * 1000
+        builder.step(s + 1, t0, 999)
+        builder.op("aten::linear", t0 + 10, 500)
+        builder.op("aten::addmm", t0 + 15, 490)
+        builder.runtime("cudaMemcpyAsync", t0 + 20, 480)
+    (f,) = RULE.run(builder.analysis())
+    assert f.message.startswith("aten::linear: 500 µs of CPU total per step")
+    assert "aten::addmm 490 µs (98%)" in f.message
+    assert "the time sits in aten::addmm → cudaMemcpyAsync" in f.message
+
+
+def test_silent_when_self_time_dominates(builder):
+    for s in range(2):
+        builder.step(s + 1, s * 1000, 999)
+        builder.op("aten::addmm", s * 1000 + 10, 500)
+        builder.runtime("cudaLaunchKernel", s * 1000 + 20, 10)
+    assert RULE.run(builder.analysis()) == []

@@ -1,0 +1,32 @@
+"""pageable-memcpy: host→device copies from pageable memory."""
+
+from __future__ import annotations
+
+from tb_diagnostics.rules.pageable_memcpy import RULE
+
+
+def _copy(b, kind: str) -> None:
+    for s in range(2):
+        t0 = s * 1000
+        b.step(s + 1, t0, 999)
+        b.op("aten::to", t0 + 10, 220)
+        b.op("aten::copy_", t0 + 12, 215)
+        b.launch(f"Memcpy HtoD ({kind} -> Device)", t0 + 15, t0 + 30, 190, api="cudaMemcpyAsync",
+                 api_dur=210 if kind == "Pageable" else 5, cat="gpu_memcpy", bytes=19_267_584)
+
+
+def test_fires_on_pageable(builder):
+    _copy(builder, "Pageable")
+    (f,) = RULE.run(builder.analysis())
+    assert "1 host→device copies per step from pageable memory (19.27 MB" in f.message
+    assert "blocks the host 210 µs per step (aten::to)" in f.message
+
+
+def test_silent_on_pinned(builder):
+    _copy(builder, "Pinned")
+    assert RULE.run(builder.analysis()) == []
+
+
+def test_resnet_input_copy(shared):
+    (f,) = RULE.run(shared("kineto_resnet50_v100_dataloader_workers0", 1))
+    assert "called from resnet50_profiler_api.py(44): <module>" in f.message
