@@ -40,7 +40,8 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
     assert span["span"] == "5" and span["file"] == "runA/worker0.5.pt.trace.json.gz"
     assert span["device"] == {"kind": "cuda", "name": "Test GPU"}
     assert [set(s) for s in span["steps"]] == [STEP_KEYS, STEP_KEYS]
-    assert set(span["steps"][0]["idle"]) == {"input_us", "sync_us", "launch_us", "other_us"}
+    assert set(span["steps"][0]["idle"]) == {"input_us", "sync_us", "launch_us", "other_us",
+                                            "profiler_us"}
     assert [s["verdict"] for s in span["steps"]] == ["overhead-bound", "compute-bound"]
     assert isinstance(span["findings"], list)
 

@@ -12,8 +12,10 @@ from tb_diagnostics.report import build_document
 
 
 def figures(w) -> dict:
+    assert w.idle["profiler"] == 0  # no profiler artefact in these traces
+    idle = {k: v for k, v in w.idle.items() if k != "profiler"}
     return {"step": w.step, "start": w.start, "wall": w.wall_us, "busy": w.device_busy_us,
-            "idle": w.idle, "verdict": w.verdict}
+            "idle": idle, "verdict": w.verdict}
 
 
 def test_gpu_lag_moves_the_boundary_to_the_end_of_the_previous_steps_work(trace, tmp_path):
@@ -74,13 +76,29 @@ def test_nested_host_activity_first_of_input_sync_launch_wins(trace, tmp_path):
     assert w.main_idle_cause == "input"
 
 
+def test_the_profilers_flush_sync_is_labelled_and_left_out_of_the_verdict(trace, tmp_path):
+    trace.step(1, 0, 100)
+    trace.op("aten::mm", 2, 10)
+    trace.launch(5, 2, "gemm", 10, 140)  # [10, 150)
+    trace.op("aten::add", 80, 15)
+    trace.launch(85, 2, "late", 290, 10)  # queued behind nothing: runs [290, 300)
+    # After the last step the profiler synchronises the device to collect its events.
+    trace.x("cuda_runtime", "cudaDeviceSynchronize", 120, 175, correlation=99)
+    (w,) = analyse(trace, tmp_path).windows
+    assert (w.start, w.end, w.device_busy_us) == (0, 300, 150)
+    assert w.idle["profiler"] == 140  # [150, 290): the device idles while the profiler flushes
+    assert w.idle["sync"] == 0
+    # Judged without the profiler's 140 µs: 150 busy of 160.
+    assert w.verdict == "compute-bound"
+
+
 def test_sync_bound_step(trace, tmp_path):
     trace.step(1, 0, 1000)
     trace.launch(10, 5, "k", 20, 100)
     trace.x("cuda_runtime", "cudaDeviceSynchronize", 20, 900, correlation=50)
     (w,) = analyse(trace, tmp_path).windows
     # The sync overlaps the kernel for 100 µs: only the idle part is charged to it.
-    assert w.idle == {"input": 0, "sync": 800, "launch": 5, "other": 95}
+    assert w.idle == {"input": 0, "sync": 800, "launch": 5, "other": 95, "profiler": 0}
     assert w.verdict == "sync-bound"
 
 
@@ -191,6 +209,8 @@ def test_spec_worked_examples_exactly(shared_spec):
     for f, steps in expected.items():
         assert len(got[f]) == len(steps), f
         for g, e in zip(got[f], steps, strict=True):
-            flat = {**{k: g[k] for k in e if k != "idle"}, **g["idle"]}
+            flat = {**{k: g[k] for k in e if k != "idle"},
+                    **{k: g["idle"][k] for k in e["idle"]}}
+            assert g["idle"]["profiler_us"] == 0
             want = {**{k: v for k, v in e.items() if k != "idle"}, **e["idle"]}
             assert flat == pytest.approx(want), f

@@ -23,7 +23,7 @@ from tb_diagnostics.analysis.steps import (
     find_host_steps,
 )
 from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict
-from tb_diagnostics.trace.categories import INPUT_NAME, STEP_NAME, SYNC_NAME, Kind
+from tb_diagnostics.trace.categories import INPUT_NAME, PAGEABLE_DTOH, STEP_NAME, SYNC_NAME, Kind
 from tb_diagnostics.trace.model import TraceModel
 
 T = TypeVar("T")
@@ -93,7 +93,14 @@ class SpanAnalysis:
 
     @cached_property
     def sync_rows(self) -> np.ndarray:
-        return np.intersect1d(self.model.rows_matching(SYNC_NAME), self.model.host_rows)
+        """Host calls that block until the device catches up: the sync APIs, ``.item()``,
+        and copies to pageable host memory (``cudaMemcpyAsync`` is synchronous then)."""
+        m = self.model
+        named = np.intersect1d(m.rows_matching(SYNC_NAME), m.host_rows)
+        copies = m.rows_matching(PAGEABLE_DTOH)
+        copies = copies[m.kind[copies] == Kind.MEMCPY]
+        launchers = m.launcher[copies]
+        return np.union1d(named, launchers[launchers >= 0])
 
     @cached_property
     def launch_rows(self) -> np.ndarray:
@@ -114,6 +121,15 @@ class SpanAnalysis:
     @cached_property
     def launch_intervals(self) -> Intervals:
         return self._host_union(self.launch_rows)
+
+    @cached_property
+    def profiler_intervals(self) -> Intervals:
+        """Time that is the profiler's own (its flush sync, buffer requests and overhead on
+        the host; the device gaps they open): labelled, and kept out of every verdict."""
+        from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+
+        art = profiler_artefacts(self)
+        return art.host | art.device_gaps
 
     # ---- device-side views --------------------------------------------------
     @cached_property
@@ -206,24 +222,31 @@ class SpanAnalysis:
         wall = hi - lo
         busy_iv = self.busy_intervals
         busy = covered(busy_iv, lo, hi)
-        with_input = busy_iv | self.input_intervals
+        # Each cause takes the idle time its intervals add to the ones before it, so
+        # where host activities nest, the first of profiler, input, sync, launch wins.
+        with_profiler = busy_iv | self.profiler_intervals
+        with_input = with_profiler | self.input_intervals
         with_sync = with_input | self.sync_intervals
         with_launch = with_sync | self.launch_intervals
+        c_profiler = covered(with_profiler, lo, hi)
         c_input = covered(with_input, lo, hi)
         c_sync = covered(with_sync, lo, hi)
         c_launch = covered(with_launch, lo, hi)
         idle = {
-            "input": c_input - busy,
+            "input": c_input - c_profiler,
             "sync": c_sync - c_input,
             "launch": c_launch - c_sync,
             "other": wall - c_launch,
+            "profiler": c_profiler - busy,
         }
         stats = self._per_window_stats(lo, hi)
         out = []
         for k in range(lo.shape[0]):
             idle_k = {c: max(float(v[k]), 0.0) for c, v in idle.items()}
             busy_k = float(busy[k])
-            frac = busy_k / float(wall[k]) if wall[k] > 0 else 0.0
+            # The profiler's own time is labelled, and left out of the verdict.
+            judged = float(wall[k]) - idle_k["profiler"]
+            frac = busy_k / judged if judged > 0 else 0.0
             has_steps = len(hs) > 0
             out.append(StepWindow(
                 index=k,

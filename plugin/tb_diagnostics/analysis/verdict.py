@@ -52,13 +52,19 @@ class Thresholds:
 
 
 def main_idle_cause(idle: dict[str, float]) -> str | None:
-    """The largest idle cause; ties go to the earlier of input, sync, launch, other."""
+    """The largest idle cause; ties go to the earlier of input, sync, launch, other.
+
+    The profiler's own time (``idle["profiler"]``, where present) is never a cause.
+    """
     best = max(IDLE_CAUSES, key=lambda c: (idle[c], -IDLE_CAUSES.index(c)))
     return best if idle[best] > 0 else None
 
 
 def verdict(device_busy: float, idle: dict[str, float], th: Thresholds) -> str:
-    """Classify one step from its busy fraction and idle breakdown (µs per cause)."""
+    """Classify one step from its busy fraction and idle breakdown (µs per cause).
+
+    ``device_busy`` is taken over the step without the profiler's own time.
+    """
     if device_busy >= th.compute_bound:
         return "compute-bound"
     cause = main_idle_cause(idle)

@@ -101,11 +101,21 @@ _COLUMNS = ("step", "wall ms", "busy", "verdict", "main idle cause", "input ms",
             "launch ms", "other ms")
 
 
-def _row(s: dict[str, Any]) -> list[str]:
+def _columns(span: dict[str, Any]) -> tuple[str, ...]:
+    """The step table's columns; "profiler ms" only where the profiler took time of its own."""
+    if any(s["idle"].get("profiler_us", 0) > 0 for s in span["steps"]):
+        return (*_COLUMNS, "profiler ms")
+    return _COLUMNS
+
+
+def _row(s: dict[str, Any], columns: tuple[str, ...] = _COLUMNS) -> list[str]:
     i = s["idle"]
-    return [_step_label(s), _ms(s["wall_us"]), _pct(s["device_busy"]), s["verdict"],
-            s["main_idle_cause"] or "—", _ms(i["input_us"]), _ms(i["sync_us"]),
-            _ms(i["launch_us"]), _ms(i["other_us"])]
+    row = [_step_label(s), _ms(s["wall_us"]), _pct(s["device_busy"]), s["verdict"],
+           s["main_idle_cause"] or "—", _ms(i["input_us"]), _ms(i["sync_us"]),
+           _ms(i["launch_us"]), _ms(i["other_us"])]
+    if len(columns) > len(_COLUMNS):
+        row.append(_ms(i.get("profiler_us", 0.0)))
+    return row
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -121,8 +131,9 @@ def render_text(doc: dict[str, Any]) -> str:
         for note in span["notes"]:
             out.append(f"  note: {note}")
         if span["steps"]:
-            rows = [list(_COLUMNS)] + [_row(s) for s in span["steps"]]
-            widths = [max(len(r[c]) for r in rows) for c in range(len(_COLUMNS))]
+            cols = _columns(span)
+            rows = [list(cols)] + [_row(s, cols) for s in span["steps"]]
+            widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
             for r in rows:
                 cells = [r[0].ljust(widths[0])] + [
                     (v.ljust if c in (3, 4) else v.rjust)(widths[c]) for c, v in enumerate(r)
@@ -162,11 +173,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if span["errors"] or span["notes"]:
             out.append("")
         if span["steps"]:
-            out.append("| " + " | ".join(_COLUMNS) + " |")
+            cols = _columns(span)
+            out.append("| " + " | ".join(cols) + " |")
             out.append("|" + "|".join("---" if c in (3, 4) else "--:" for c in
-                                       range(len(_COLUMNS))) + "|")
+                                       range(len(cols))) + "|")
             for s in span["steps"]:
-                out.append("| " + " | ".join(_row(s)) + " |")
+                out.append("| " + " | ".join(_row(s, cols)) + " |")
             out.append("")
         if span["findings"]:
             out.append("**Findings**")

@@ -88,6 +88,9 @@ SYNC_NAME = re.compile(
     r"|^<built-in function _cuda_synchronize>$"
 )
 
+#: A device→host copy into pageable memory: the launching call blocks until it is done.
+PAGEABLE_DTOH = re.compile(r"DtoH \(Device -> Pageable\)")
+
 
 def kind_of(category: str | None) -> Kind:
     """Map a Kineto category (any generation) to a :class:`Kind`."""

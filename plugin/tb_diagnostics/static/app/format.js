@@ -1,12 +1,14 @@
 // Numbers, words and colours shared by every view.
 
-export const CAUSES = ["input", "sync", "launch", "other"];
+// "profiler" is the profiler's own time (its flush sync, buffer requests): shown, never judged.
+export const CAUSES = ["input", "sync", "launch", "other", "profiler"];
 export const CAUSE_LABEL = {
   busy: "device busy",
   input: "waiting for input",
   sync: "blocked in sync",
   launch: "launching work",
   other: "nothing recorded",
+  profiler: "profiler itself",
 };
 /** Which verdict each idle cause leads to: the chart uses one colour for both. */
 export const VERDICT_CAUSE = {
