@@ -86,3 +86,16 @@ def test_analysing_never_writes_into_the_logdir(tmp_path):
     assert tree_digest(tmp_path) == before
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
         ["r", "worker0.1.pt.trace.json", "worker0.2.pt.trace.json"])
+
+
+def test_symlinks_are_not_followed_out_of_the_logdir(tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "run2").mkdir(parents=True)
+    (outside / "secret.1.pt.trace.json").write_bytes(tiny())
+    (outside / "run2" / "w.1.pt.trace.json").write_bytes(tiny())
+    logs = tmp_path / "logs"
+    (logs / "run").mkdir(parents=True)
+    (logs / "run" / "w.1.pt.trace.json").write_bytes(tiny())
+    (logs / "run" / "secret.1.pt.trace.json").symlink_to(outside / "secret.1.pt.trace.json")
+    (logs / "linked").symlink_to(outside / "run2")
+    assert [f.relpath for f in scan_logdir(str(logs)).files] == ["run/w.1.pt.trace.json"]

@@ -36,6 +36,9 @@ KIND_LABEL = {
     Kind.OTHER: "other",
 }
 
+#: The same labels by the kind's integer value, for per-row lookups without Kind(...).
+_LABEL_OF = {int(k): v for k, v in KIND_LABEL.items()}
+
 
 @dataclass
 class CallNode:
@@ -110,10 +113,11 @@ def call_tree(model: TraceModel, step_row: int, host_start: float, host_end: flo
     self_t = model.self_time()
     node_of: dict[int, CallNode] = {}
     step_lane = int(model.lane[step_row]) if step_row >= 0 else -1
-    parents = model.parent[host].tolist()
-    kinds = model.kind[host].tolist()
-    lanes = model.lane[host].tolist()
-    for r, p, k, ln in zip(host.tolist(), parents, kinds, lanes, strict=True):
+    strings = model.strings
+    columns = (host.tolist(), model.parent[host].tolist(), model.kind[host].tolist(),
+               model.lane[host].tolist(), model.name[host].tolist(), model.dur[host].tolist(),
+               self_t[host].tolist())
+    for r, p, k, ln, name, dur, self_us in zip(*columns, strict=True):
         parent_node = node_of.get(p)
         if parent_node is None:
             if ln == step_lane or step_row < 0:
@@ -123,14 +127,14 @@ def call_tree(model: TraceModel, step_row: int, host_start: float, host_end: flo
                 parent_node = root.child(label, "thread")
                 if not parent_node.rows:
                     parent_node.rows.append(-1)  # a grouping node, no row of its own
-        node = parent_node.child(model.strings[model.name[r]], KIND_LABEL[Kind(k)])
-        node.add(r, float(model.dur[r]), float(self_t[r]))
+        node = parent_node.child(strings[name], _LABEL_OF[k])
+        node.add(r, dur, self_us)
         node_of[r] = node
 
     for a in activity_rows.tolist():
         launcher = int(model.launcher[a])
         parent_node = node_of.get(launcher, root)
-        node = parent_node.child(model.name_of(a), KIND_LABEL[Kind(int(model.kind[a]))])
+        node = parent_node.child(model.name_of(a), _LABEL_OF[int(model.kind[a])])
         node.add(a, float(model.dur[a]))
         node.device_us += float(model.dur[a])
         if model.stream[a] >= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -151,7 +152,9 @@ def _findings_text(span: dict[str, Any]) -> list[str]:
     for f in span["findings"]:
         save = f.get("savings_us")
         tail = f" (saves ~{_ms(save)} ms/step)" if save else ""
-        lines.append(f"    [{f['severity']}] {f['rule']}: {f['message']}{tail}")
+        lines.extend(textwrap.wrap(f"[{f['severity']}] {f['rule']}: {f['message']}{tail}",
+                                   width=100, initial_indent="    ",
+                                   subsequent_indent="        ", break_on_hyphens=False))
     return lines
 
 

@@ -2,7 +2,7 @@
 
 What it detects
     "The same kernel" is the k-th launch, within a step, of one kernel name
-    with one launch shape (the launching op's ``Input Dims`` where recorded):
+    with one launch shape (its grid and block, else the launching op's ``Input Dims``):
     the same point of the program in every step (only kernels launched equally
     often in every step are compared, so the k-th launches line up).
     Communication kernels (NCCL/RCCL), whose duration includes waiting for

@@ -146,6 +146,8 @@ class ModelBuilder:
             stack=intern.optional([a.call_stack for a in args]),
             dims=intern.optional([a.input_dims for a in args]),
             types=intern.optional([a.input_type for a in args]),
+            shape=intern.optional([None if a.grid is None and a.block is None
+                                   else [a.grid, a.block] for a in args]),
         )
         for e in events:
             ph = e.ph
@@ -213,7 +215,8 @@ class ModelBuilder:
         named = {"name": ("name", np.int32), "external_id": ("ext", np.int64),
                  "nbytes": ("nbytes", np.float64), "python_id": ("pyid", np.int64),
                  "python_parent": ("pypar", np.int64), "call_stack": ("stack", np.int32),
-                 "input_dims": ("dims", np.int32), "input_types": ("types", np.int32)}
+                 "input_dims": ("dims", np.int32), "input_types": ("types", np.int32),
+                 "launch_shape": ("shape", np.int32)}
         columns = {field: col(key, dtype)[order] for field, (key, dtype) in named.items()}
         self.parts = {}
         warnings = []

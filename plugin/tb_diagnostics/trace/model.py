@@ -98,6 +98,7 @@ class TraceModel:
     call_stack: np.ndarray  # int32 into `strings` (2021 "Call stack" arg), NO_ID
     input_dims: np.ndarray  # int32 into `strings` (JSON of "Input Dims"), NO_ID
     input_types: np.ndarray  # int32 into `strings` (JSON of "Input type"), NO_ID
+    launch_shape: np.ndarray  # int32 into `strings` (JSON of a kernel's [grid, block]), NO_ID
     lanes: list[Lane]
     memory: MemoryEvents
     meta: TraceMeta

@@ -103,7 +103,7 @@ class KernelInstances:
 
     rows: np.ndarray  # kernel rows
     name: np.ndarray  # string id of the kernel name
-    shape: np.ndarray  # string id of the launching op's Input Dims, -1 when not recorded
+    shape: np.ndarray  # string id of [grid, block], else of the launching op's Input Dims, or -1
     window: np.ndarray  # step window index, -1 outside steps
     ordinal: np.ndarray  # k-th launch of (name, shape) within its window
 
@@ -120,7 +120,11 @@ def kernel_instances(analysis: SpanAnalysis) -> KernelInstances:
     window = (analysis.activity_step[is_k] if len(analysis.host_steps)
               else np.zeros(rows.shape[0], dtype=np.int64))
     op_of = launching_op(analysis)[is_k]
-    shape = np.where(op_of >= 0, m.input_dims[np.maximum(op_of, 0)], -1).astype(np.int64)
+    # The kernel's own grid and block where the trace records them, else the
+    # launching op's input shapes.
+    by_op = np.where(op_of >= 0, m.input_dims[np.maximum(op_of, 0)], -1)
+    own = m.launch_shape[rows]
+    shape = np.where(own >= 0, own, by_op).astype(np.int64)
     name = m.name[rows].astype(np.int64)
     # Rank within (window, name, shape) in launch (= start) order.
     order = np.lexsort((m.start[rows], shape, name, window))
