@@ -28,6 +28,7 @@ _DEVICE_KIND_VALUES = np.asarray(sorted(int(k) for k in DEVICE_KINDS), dtype=np.
 _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtime_version",
                    "cuda_driver_version", "trace_name", "display_time_unit")
 _FLOW_PHASES = frozenset({"s", "f", "t"})
+_NEST_CHUNK = 1 << 16
 #: Kinds a launch flow can start or end on.
 _LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
                                  dtype=np.uint8)
@@ -169,7 +170,8 @@ class ModelBuilder:
                     self.thread_names[(str(e.pid), str(e.tid))] = e.args.label
 
     def _column(self, key: str, dtype: Any) -> np.ndarray:
-        parts = self.parts.get(key)
+        """One column, joined; its parts are released as it is taken (peak memory)."""
+        parts = self.parts.pop(key, None)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     def finish(self, doc: Any) -> TraceModel:
@@ -182,8 +184,6 @@ class ModelBuilder:
         corr = col("corr", np.int64)
         device = col("device", np.int64)
         stream = col("stream", np.int64)
-        self.parts = {k: v for k, v in self.parts.items()
-                      if k not in ("kind", "ts", "dur", "lane", "corr", "device", "stream")}
         n = kind.shape[0]
         is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
         keys = list(self.lane_ids)
@@ -218,7 +218,6 @@ class ModelBuilder:
                  "input_dims": ("dims", np.int32), "input_types": ("types", np.int32),
                  "launch_shape": ("shape", np.int32)}
         columns = {field: col(key, dtype)[order] for field, (key, dtype) in named.items()}
-        self.parts = {}
         warnings = []
         if self.skipped:
             warnings.append(f"{self.skipped} complete event(s) without a usable ts were skipped")
@@ -298,26 +297,26 @@ def _nest(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray
     if not host.size:
         return parent
     by_lane = host[np.argsort(lane[host], kind="stable")]
-    lanes = lane[by_lane].tolist()
-    starts = start[by_lane].tolist()
-    ends = end[by_lane].tolist()
-    rows = by_lane.tolist()
-    out = parent  # local alias for speed in the loop
     stack_rows: list[int] = []
     stack_ends: list[float] = []
     current = None
-    for r, ln, s, e in zip(rows, lanes, starts, ends, strict=True):
-        if ln != current:
-            current = ln
-            stack_rows.clear()
-            stack_ends.clear()
-        while stack_ends and s >= stack_ends[-1]:
-            stack_ends.pop()
-            stack_rows.pop()
-        if stack_rows:
-            out[r] = stack_rows[-1]
-        stack_rows.append(r)
-        stack_ends.append(e)
+    # In chunks, so the Python lists the loop needs stay small on huge traces.
+    for c0 in range(0, by_lane.size, _NEST_CHUNK):
+        rows = by_lane[c0:c0 + _NEST_CHUNK]
+        found: list[int] = []
+        for r, ln, s, e in zip(rows.tolist(), lane[rows].tolist(), start[rows].tolist(),
+                               end[rows].tolist(), strict=True):
+            if ln != current:
+                current = ln
+                stack_rows.clear()
+                stack_ends.clear()
+            while stack_ends and s >= stack_ends[-1]:
+                stack_ends.pop()
+                stack_rows.pop()
+            found.append(stack_rows[-1] if stack_rows else NO_ID)
+            stack_rows.append(r)
+            stack_ends.append(e)
+        parent[rows] = found
     return parent
 
 
