@@ -1,0 +1,103 @@
+"""What several commands share: the log dir arguments, thresholds, errors, output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tb_diagnostics.analysis.verdict import COMPUTE_BOUND, CPU_HEAVY_SELF_US, LOW_BUSY, Thresholds
+from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.errors import LogDirError
+from tb_diagnostics.logdir import LogDir, scan_logdir
+from tb_diagnostics.report import build_document
+
+
+class CommandError(Exception):
+    """A usage problem or an unreadable log dir: one line on stderr, exit code 2."""
+
+
+def fraction(text: str) -> float:
+    """``0.8`` or ``80%``."""
+    try:
+        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (or 0% and 100%): {text!r}")
+    return v
+
+
+def add_logdir_arguments(p: argparse.ArgumentParser, *, run: bool = True) -> None:
+    """LOGDIR, --run, the cache and pool switches and the verdict thresholds."""
+    p.add_argument("logdir", metavar="LOGDIR",
+                   help="the log dir given to tensorboard_trace_handler (path or fsspec URL)")
+    if run:
+        p.add_argument("--run", help="only this run (its path relative to LOGDIR)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the cache of parsed traces "
+                        "(TB_DIAGNOSTICS_CACHE, default ~/.cache/tb-diagnostics)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="analyse up to N files in parallel (default: one per core, at most 8)")
+    th = p.add_argument_group("verdict thresholds")
+    th.add_argument("--compute-bound", type=fraction, default=COMPUTE_BOUND, metavar="FRACTION",
+                    help=f"device busy at or above this is compute-bound (default "
+                         f"{COMPUTE_BOUND})")
+    th.add_argument("--low-busy", type=fraction, default=LOW_BUSY, metavar="FRACTION",
+                    help=f"below this the main idle cause names the verdict (default {LOW_BUSY})")
+    th.add_argument("--cpu-heavy-self-us", type=float, default=CPU_HEAVY_SELF_US, metavar="US",
+                    help="CPU-only traces: op calls with at least this self time count as "
+                         f"device work (default {CPU_HEAVY_SELF_US:g})")
+
+
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
+    try:
+        return Thresholds(compute_bound=args.compute_bound, low_busy=args.low_busy,
+                          cpu_heavy_self_us=args.cpu_heavy_self_us)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def open_logdir(logdir: str, run: str | None = None) -> LogDir:
+    try:
+        ld = scan_logdir(logdir)
+    except LogDirError as exc:
+        raise CommandError(str(exc)) from None
+    if run is not None and ld.run(run) is None:
+        known = ", ".join(r.name for r in ld.runs) or "none"
+        raise CommandError(f"no run {run!r} in {logdir} (runs: {known})")
+    return ld
+
+
+def progress_printer():
+    """A one-line progress display on a terminal; silent when stderr is a file or a pipe."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, f) -> None:
+        end = "\n" if done == total else ""
+        name = f.relpath if len(f.relpath) < 60 else "…" + f.relpath[-59:]
+        sys.stderr.write(f"\r\x1b[Kanalysed {done}/{total}: {name}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def analyse(args: argparse.Namespace, logdir: str | None = None,
+            run: str | None = None) -> dict[str, Any]:
+    """The report document of ``logdir`` (default ``args.logdir``), honouring the flags."""
+    if args.workers is not None and args.workers < 1:
+        raise CommandError("--workers must be at least 1")
+    thresholds = thresholds_from(args)
+    ld = open_logdir(logdir or args.logdir, run)
+    cache = None if args.no_cache else TraceCache()
+    return build_document(ld, run=run, thresholds=thresholds, cache=cache,
+                          workers=args.workers, progress=progress_printer())
+
+
+def write_output(text: str, path: str | None) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
