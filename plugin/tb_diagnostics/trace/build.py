@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from tb_diagnostics.trace.categories import (
@@ -71,15 +70,38 @@ class _Interner:
             out.append(i)
         return np.asarray(out, dtype=np.int32)
 
-    def optional(self, values: list[Any]) -> np.ndarray:
-        """Intern the non-empty values (lists as their JSON text); NO_ID for the rest."""
+    def optional(self, values: list[str]) -> np.ndarray:
+        """Intern the non-empty strings; NO_ID for the rest."""
         out = np.full(len(values), NO_ID, dtype=np.int32)
         idx = [i for i, v in enumerate(values) if v]
         if idx:
-            texts = [v if type(v) is str else msgspec.json.encode(v).decode()
-                     for v in (values[i] for i in idx)]
-            out[idx] = self.many(texts)
+            out[idx] = self.many([values[i] for i in idx])
         return out
+
+    def raw(self, values: list[Any], compact: bool = False) -> np.ndarray:
+        """Intern raw JSON values (``msgspec.Raw``) as their text; NO_ID when absent.
+
+        ``compact`` drops white space, for values that hold only numbers (shapes),
+        so that the same shape printed two ways is one string.
+        """
+        keys = [bytes(v) for v in values]
+        known: dict[bytes, int] = {b"": NO_ID, b"null": NO_ID}
+        out = []
+        for k in keys:
+            i = known.get(k)
+            if i is None:
+                text = (k.translate(None, b" \t\r\n") if compact else k).decode(
+                    "utf-8", "replace")
+                i = known[k] = self.many([text])[0]
+            out.append(i)
+        return np.asarray(out, dtype=np.int32)
+
+
+def _launch_shape(a: Any) -> bytes:
+    """``[grid, block]`` as JSON text for kernels that record them, else empty."""
+    if not a.grid and not a.block:
+        return b""
+    return b"[" + (bytes(a.grid) or b"null") + b"," + (bytes(a.block) or b"null") + b"]"
 
 
 def build_model(doc: Any, path: str) -> TraceModel:
@@ -145,10 +167,9 @@ class ModelBuilder:
             pypar=_ints([NO_ID if a.python_parent_id is None else a.python_parent_id
                          for a in args]),
             stack=intern.optional([a.call_stack for a in args]),
-            dims=intern.optional([a.input_dims for a in args]),
-            types=intern.optional([a.input_type for a in args]),
-            shape=intern.optional([None if a.grid is None and a.block is None
-                                   else [a.grid, a.block] for a in args]),
+            dims=intern.raw([a.input_dims for a in args], compact=True),
+            types=intern.raw([a.input_type for a in args]),
+            shape=intern.raw([_launch_shape(a) for a in args], compact=True),
         )
         for e in events:
             ph = e.ph

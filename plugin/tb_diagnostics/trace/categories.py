@@ -88,6 +88,14 @@ SYNC_NAME = re.compile(
     r"|^<built-in function _cuda_synchronize>$"
 )
 
+#: Host events of a collective (c10d / ProcessGroup ops in today's naming, the backend's
+#: own ``nccl:*`` / ``gloo:*`` ranges, ``record_param_comms``): while one runs the host is
+#: blocked in communication (gloo does the work on the host; NCCL enqueues and may wait).
+COMM_NAME = re.compile(r"^record_param_comms$|^c10d::|^nccl:|^gloo:")
+
+#: Device kernels that are communication (NCCL / RCCL), not compute.
+COMM_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel")
+
 #: A device→host copy into pageable memory: the launching call blocks until it is done.
 PAGEABLE_DTOH = re.compile(r"DtoH \(Device -> Pageable\)")
 

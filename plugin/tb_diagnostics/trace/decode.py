@@ -68,8 +68,12 @@ def _key(v: Any) -> int | str:
     return "" if v is None else str(v)
 
 
-def _list(v: Any) -> list | None:
-    return v if type(v) is list else None
+NO_RAW = msgspec.Raw(b"")
+
+
+def _raw(v: Any) -> msgspec.Raw:
+    """A lenient value back to raw JSON text (lists only, as in well-formed traces)."""
+    return msgspec.Raw(msgspec.json.encode(v)) if type(v) is list else NO_RAW
 
 
 def _id_or_str(v: Any) -> int | str:
@@ -96,10 +100,12 @@ _ARG_FIELDS: list[Field] = [
     ("device_id", "Device Id", int, ABSENT, _id),
     ("device", "device", int, ABSENT, _id),
     ("stream", "stream", int | str, ABSENT, _id_or_str),
-    ("input_dims", "Input Dims", Any, None, _list),
-    ("input_type", "Input type", Any, None, _list),
-    ("grid", "grid", Any, None, _list),
-    ("block", "block", Any, None, _list),
+    # Kept as raw JSON text: the model only interns them, so building Python lists
+    # for every op's shapes would be wasted work.
+    ("input_dims", "Input Dims", msgspec.Raw, NO_RAW, _raw),
+    ("input_type", "Input type", msgspec.Raw, NO_RAW, _raw),
+    ("grid", "grid", msgspec.Raw, NO_RAW, _raw),
+    ("block", "block", msgspec.Raw, NO_RAW, _raw),
     ("label", "name", str | None, None, _opt_str),  # the name carried by ph:M metadata events
 ]
 
