@@ -57,17 +57,21 @@ class _Interner:
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.strings: list[str] = []
+        # Raw JSON text → string id, per compaction mode; empty and null are absent.
+        self.raw_ids: dict[bool, dict[bytes, int]] = {
+            mode: {b"": NO_ID, b"null": NO_ID} for mode in (False, True)}
 
     def many(self, values: list[str]) -> np.ndarray:
         ids = self.ids
-        get = ids.get
-        out = []
-        for v in values:
-            i = get(v)
-            if i is None:
-                i = ids[v] = len(self.strings)
-                self.strings.append(v)
-            out.append(i)
+        out = list(map(ids.get, values))  # C-speed lookups; new strings fixed up below
+        if None in out:
+            for i, v in enumerate(values):
+                if out[i] is None:
+                    j = ids.get(v)
+                    if j is None:
+                        j = ids[v] = len(self.strings)
+                        self.strings.append(v)
+                    out[i] = j
         return np.asarray(out, dtype=np.int32)
 
     def optional(self, values: list[str]) -> np.ndarray:
@@ -84,16 +88,18 @@ class _Interner:
         ``compact`` drops white space, for values that hold only numbers (shapes),
         so that the same shape printed two ways is one string.
         """
-        keys = [bytes(v) for v in values]
-        known: dict[bytes, int] = {b"": NO_ID, b"null": NO_ID}
-        out = []
-        for k in keys:
-            i = known.get(k)
-            if i is None:
-                text = (k.translate(None, b" \t\r\n") if compact else k).decode(
-                    "utf-8", "replace")
-                i = known[k] = self.many([text])[0]
-            out.append(i)
+        keys = list(map(bytes, values))
+        known = self.raw_ids[compact]
+        out = list(map(known.get, keys))
+        if None in out:
+            for i, k in enumerate(keys):
+                if out[i] is None:
+                    j = known.get(k)
+                    if j is None:
+                        text = (k.translate(None, b" \t\r\n") if compact else k).decode(
+                            "utf-8", "replace")
+                        j = known[k] = int(self.many([text])[0])
+                    out[i] = j
         return np.asarray(out, dtype=np.int32)
 
 
