@@ -30,6 +30,10 @@ setup(
         # and to compare against the peer; the engine and the tab never import them.
         "workloads": ["torch>=2.1,<3"],
         "peer": ["torch-tb-profiler>=0.4"],
+        # s3:// log dirs (gs://, az://, hdfs:// need gcsfs, adlfs, pyarrow likewise).
+        "s3": ["s3fs>=2023.1"],
+        # --executor dask://HOST:PORT: analyse a log dir on a Dask cluster.
+        "dask": ["dask[distributed]>=2023.1"],
         "test": [
             "pytest>=7.4",
             "ruff>=0.5",
@@ -37,6 +41,10 @@ setup(
             "hypothesis>=6.80",
             "playwright>=1.65,<1.66",
             "atheris>=2.3",
+            "moto[server]>=5.0",  # a real S3 API on loopback for the s3:// tests
+            "s3fs>=2023.1",
+            "boto3>=1.28",
+            "dask[distributed]>=2023.1",  # the Dask executor's tests (a LocalCluster)
         ],
     },
     entry_points={

@@ -13,8 +13,9 @@ from tb_diagnostics.cli import main
 
 STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "device_busy_us",
              "device_busy", "idle", "verdict", "main_idle_cause", "self_cpu_us", "self_device_us",
-             "ops", "kernels", "flags"}
-SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors"}
+             "ops", "kernels", "flags", "comm_us", "exposed_comm_us", "overlap"}
+SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors",
+             "distributed"}
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
     assert span["device"] == {"kind": "cuda", "name": "Test GPU"}
     assert [set(s) for s in span["steps"]] == [STEP_KEYS, STEP_KEYS]
     assert set(span["steps"][0]["idle"]) == {"input_us", "sync_us", "launch_us", "other_us",
-                                            "profiler_us"}
+                                            "profiler_us", "comm_us"}
     assert [s["verdict"] for s in span["steps"]] == ["overhead-bound", "compute-bound"]
     assert isinstance(span["findings"], list)
 

@@ -13,7 +13,8 @@ from tb_diagnostics.report import build_document
 
 def figures(w) -> dict:
     assert w.idle["profiler"] == 0  # no profiler artefact in these traces
-    idle = {k: v for k, v in w.idle.items() if k != "profiler"}
+    assert w.idle["comm"] == 0  # nor collectives
+    idle = {k: v for k, v in w.idle.items() if k not in ("profiler", "comm")}
     return {"step": w.step, "start": w.start, "wall": w.wall_us, "busy": w.device_busy_us,
             "idle": idle, "verdict": w.verdict}
 
@@ -98,7 +99,8 @@ def test_sync_bound_step(trace, tmp_path):
     trace.x("cuda_runtime", "cudaDeviceSynchronize", 20, 900, correlation=50)
     (w,) = analyse(trace, tmp_path).windows
     # The sync overlaps the kernel for 100 µs: only the idle part is charged to it.
-    assert w.idle == {"input": 0, "sync": 800, "launch": 5, "other": 95, "profiler": 0}
+    assert w.idle == {"input": 0, "sync": 800, "comm": 0, "launch": 5, "other": 95,
+                      "profiler": 0}
     assert w.verdict == "sync-bound"
 
 

@@ -36,7 +36,8 @@ class SpanFile:
 
     @property
     def order_key(self) -> tuple[int, str]:
-        return (int(self.span), "") if self.span.isdigit() else (-1, self.span)
+        numeric = self.span.isascii() and self.span.isdigit()
+        return (int(self.span), "") if numeric else (-1, self.span)
 
 
 @dataclass
@@ -111,7 +112,7 @@ def scan_logdir(logdir: str) -> LogDir:
         rel = posixpath.relpath(path, root) if root != "/" else path.lstrip("/")
         run = posixpath.dirname(rel) or ROOT_RUN
         runs.setdefault(run, {}).setdefault(worker, []).append(SpanFile(
-            run=run, worker=worker, span=span, url=fs.unstrip_protocol(path), relpath=rel,
+            run=run, worker=worker, span=span, url=_file_url(fs, path, logdir), relpath=rel,
             size=info.get("size"), mtime=_mtime(info)))
 
     out = []
@@ -120,6 +121,18 @@ def scan_logdir(logdir: str) -> LogDir:
                    for w, spans in sorted(runs[run_name].items())]
         out.append(Run(name=run_name, workers=workers))
     return LogDir(logdir=logdir, runs=out)
+
+
+def _file_url(fs: fsspec.AbstractFileSystem, path: str, logdir: str) -> str:
+    """What fsspec opens for ``path``; a chained log dir (``zip://::logs.zip``,
+    ``simplecache::s3://…``) keeps its outer layers, which ``unstrip_protocol`` drops."""
+    url = fs.unstrip_protocol(path)
+    if "::" not in logdir:
+        return url
+    head, _, tail = logdir.partition("::")
+    if "://" in head and not head.split("://", 1)[1]:  # zip://::archive.zip: fs is the zip
+        return f"{url}::{tail}"
+    return url
 
 
 def _mtime(info: dict) -> float | None:

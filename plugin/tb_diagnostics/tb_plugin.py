@@ -15,7 +15,8 @@ Routes (under ``/data/plugin/diagnostics``), each thin over
 - ``/span?run=&worker=&span=``: the span's summary (202 + progress while it loads);
 - ``/step?run=&worker=&span=&step=N[&highlight=rows]``: one step's dispatch
   tree and timeline (``step=all`` for a span without ProfilerStep# events);
-- ``/progress``: loads in flight and the cache's size.
+- ``/progress``: loads in flight and the cache's size;
+- ``/run?run=``: the run's ranks × steps table and run-level findings (202 while loading).
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
             "/span": self._serve_span,
             "/step": self._serve_step,
             "/progress": self._serve_progress,
+            "/run": self._serve_run,
+            "/compare": self._serve_compare,
         }
 
     def is_active(self) -> bool:
@@ -128,6 +131,17 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
         a = request.args
         return _call(request, self.provider.step, a.get("run"), a.get("worker"), a.get("span"),
                      a.get("step"), a.get("highlight"))
+
+    @wrappers.Request.application
+    def _serve_run(self, request: wrappers.Request) -> wrappers.Response:
+        return _call(request, self.provider.run, request.args.get("run"))
+
+    @wrappers.Request.application
+    def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
+        from tb_diagnostics.server.compare import compare
+
+        a = request.args
+        return _call(request, compare, self.provider, a.get("baseline"), a.get("candidate"))
 
     @wrappers.Request.application
     def _serve_progress(self, request: wrappers.Request) -> wrappers.Response:

@@ -23,7 +23,14 @@ from tb_diagnostics.analysis.steps import (
     find_host_steps,
 )
 from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict
-from tb_diagnostics.trace.categories import INPUT_NAME, PAGEABLE_DTOH, STEP_NAME, SYNC_NAME, Kind
+from tb_diagnostics.trace.categories import (
+    COMM_NAME,
+    INPUT_NAME,
+    PAGEABLE_DTOH,
+    STEP_NAME,
+    SYNC_NAME,
+    Kind,
+)
 from tb_diagnostics.trace.model import TraceModel
 
 T = TypeVar("T")
@@ -84,28 +91,37 @@ class SpanAnalysis:
         the 2021 format files under ``Operator`` too."""
         m = self.model
         rows = m.rows_of({Kind.CPU_OP})
-        markers = np.union1d(self.step_rows, self.input_rows)
-        return np.setdiff1d(rows, markers, assume_unique=True)
+        return m.without(rows, self.step_rows, self.input_rows)
 
     @cached_property
     def input_rows(self) -> np.ndarray:
-        return np.intersect1d(self.model.rows_matching(INPUT_NAME), self.model.host_rows)
+        rows = self.model.rows_matching(INPUT_NAME)
+        return rows[self.model.is_host[rows]]
 
     @cached_property
     def sync_rows(self) -> np.ndarray:
         """Host calls that block until the device catches up: the sync APIs, ``.item()``,
         and copies to pageable host memory (``cudaMemcpyAsync`` is synchronous then)."""
         m = self.model
-        named = np.intersect1d(m.rows_matching(SYNC_NAME), m.host_rows)
+        named = m.rows_matching(SYNC_NAME)
+        named = named[m.is_host[named]]
         copies = m.rows_matching(PAGEABLE_DTOH)
         copies = copies[m.kind[copies] == Kind.MEMCPY]
         launchers = m.launcher[copies]
         return np.union1d(named, launchers[launchers >= 0])
 
     @cached_property
+    def comm_rows(self) -> np.ndarray:
+        """Host events of a collective (``c10d::*``, ``gloo:*``, ``nccl:*``,
+        ``record_param_comms``) on any thread: gloo runs the collective on its own
+        threads while the training thread waits, so the union over threads is the wait."""
+        rows = self.model.rows_matching(COMM_NAME)
+        return rows[self.model.is_host[rows]]
+
+    @cached_property
     def launch_rows(self) -> np.ndarray:
         rows = self.model.rows_of(_LAUNCH_KINDS)
-        return np.setdiff1d(rows, self.step_rows, assume_unique=True)
+        return self.model.without(rows, self.step_rows)
 
     def _host_union(self, rows: np.ndarray) -> Intervals:
         return union(self.model.start[rows], self.model.end[rows])
@@ -117,6 +133,10 @@ class SpanAnalysis:
     @cached_property
     def sync_intervals(self) -> Intervals:
         return self._host_union(self.sync_rows)
+
+    @cached_property
+    def comm_intervals(self) -> Intervals:
+        return self._host_union(self.comm_rows)
 
     @cached_property
     def launch_intervals(self) -> Intervals:
@@ -148,7 +168,8 @@ class SpanAnalysis:
     @cached_property
     def heavy_op_rows(self) -> np.ndarray:
         """CPU-only traces: op calls whose self time reaches the heavy threshold."""
-        rows = self.op_rows
+        # A collective's self time is waiting for the other ranks, not work.
+        rows = self.model.without(self.op_rows, self.comm_rows)
         return rows[self.model.self_time(rows) >= self.thresholds.cpu_heavy_self_us]
 
     @cached_property
@@ -223,19 +244,22 @@ class SpanAnalysis:
         busy_iv = self.busy_intervals
         busy = covered(busy_iv, lo, hi)
         # Each cause takes the idle time its intervals add to the ones before it, so
-        # where host activities nest, the first of profiler, input, sync, launch wins.
+        # where host activities nest, the first of profiler, input, sync, comm, launch wins.
         with_profiler = busy_iv | self.profiler_intervals
         with_input = with_profiler | self.input_intervals
         with_sync = with_input | self.sync_intervals
-        with_launch = with_sync | self.launch_intervals
+        with_comm = with_sync | self.comm_intervals
+        with_launch = with_comm | self.launch_intervals
         c_profiler = covered(with_profiler, lo, hi)
         c_input = covered(with_input, lo, hi)
         c_sync = covered(with_sync, lo, hi)
+        c_comm = covered(with_comm, lo, hi)
         c_launch = covered(with_launch, lo, hi)
         idle = {
             "input": c_input - c_profiler,
             "sync": c_sync - c_input,
-            "launch": c_launch - c_sync,
+            "comm": c_comm - c_sync,
+            "launch": c_launch - c_comm,
             "other": wall - c_launch,
             "profiler": c_profiler - busy,
         }

@@ -116,7 +116,7 @@ def _lane_order(analysis: SpanAnalysis, lanes: Iterable[int], step_lane: int) ->
 
 
 def _num(text: str) -> float:
-    digits = "".join(ch for ch in text if ch.isdigit())
+    digits = "".join(ch for ch in text if ch in "0123456789")
     return float(digits) if digits else float("inf")
 
 

@@ -21,16 +21,19 @@ LOW_BUSY = 0.50
 #: device work; shorter calls are dominated by the fixed dispatch cost.
 CPU_HEAVY_SELF_US = 50.0
 
-IDLE_CAUSES = ("input", "sync", "launch", "other")
+IDLE_CAUSES = ("input", "sync", "comm", "launch", "other")
 #: The verdict each dominant idle cause gives below LOW_BUSY. "other" (the
 #: host recorded nothing) falls back to overhead: the device waited for work.
 CAUSE_VERDICT = {
     "input": "input-bound",
     "sync": "sync-bound",
+    # Host time blocked in a collective: waiting for the other ranks or the network.
+    "comm": "communication-bound",
     "launch": "overhead-bound",
     "other": "overhead-bound",
 }
-VERDICTS = ("compute-bound", "overhead-bound", "input-bound", "sync-bound", "mixed")
+VERDICTS = ("compute-bound", "overhead-bound", "input-bound", "sync-bound",
+            "communication-bound", "mixed")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Thresholds:
 
 
 def main_idle_cause(idle: dict[str, float]) -> str | None:
-    """The largest idle cause; ties go to the earlier of input, sync, launch, other.
+    """The largest idle cause; ties go to the earlier of input, sync, comm, launch, other.
 
     The profiler's own time (``idle["profiler"]``, where present) is never a cause.
     """

@@ -9,6 +9,7 @@ from typing import Any
 from tb_diagnostics.analysis.verdict import COMPUTE_BOUND, CPU_HEAVY_SELF_US, LOW_BUSY, Thresholds
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.errors import LogDirError
+from tb_diagnostics.executors import ExecutorError, open_executor
 from tb_diagnostics.logdir import LogDir, scan_logdir
 from tb_diagnostics.report import build_document
 
@@ -39,6 +40,9 @@ def add_logdir_arguments(p: argparse.ArgumentParser, *, run: bool = True) -> Non
                         "(TB_DIAGNOSTICS_CACHE, default ~/.cache/tb-diagnostics)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="analyse up to N files in parallel (default: one per core, at most 8)")
+    p.add_argument("--executor", default=None, metavar="local|dask://HOST:PORT",
+                   help="where files are analysed: the local process pool (default) or a "
+                        "Dask scheduler (env TB_DIAGNOSTICS_EXECUTOR; needs tb-diagnostics[dask])")
     th = p.add_argument_group("verdict thresholds")
     th.add_argument("--compute-bound", type=fraction, default=COMPUTE_BOUND, metavar="FRACTION",
                     help=f"device busy at or above this is compute-bound (default "
@@ -91,8 +95,13 @@ def analyse(args: argparse.Namespace, logdir: str | None = None,
     thresholds = thresholds_from(args)
     ld = open_logdir(logdir or args.logdir, run)
     cache = None if args.no_cache else TraceCache()
-    return build_document(ld, run=run, thresholds=thresholds, cache=cache,
-                          workers=args.workers, progress=progress_printer())
+    try:
+        with open_executor(getattr(args, "executor", None)) as executor:
+            return build_document(ld, run=run, thresholds=thresholds, cache=cache,
+                                  workers=args.workers, executor=executor,
+                                  progress=progress_printer())
+    except ExecutorError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def write_output(text: str, path: str | None) -> None:

@@ -12,7 +12,9 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
+from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.logdir import LogDir, SpanFile
+from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.rules import run_rules
 
 if TYPE_CHECKING:
@@ -45,6 +47,16 @@ def step_document(w: StepWindow) -> dict[str, Any]:
     }
 
 
+def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+    """Per step: communication time, the part compute does not hide, the overlap ratio."""
+    sc = step_comm(analysis)
+    for k, s in enumerate(steps):
+        s["comm_us"] = _us(sc.comm_us[k])
+        s["exposed_comm_us"] = _us(sc.exposed_us[k])
+        ov = sc.overlap(k)
+        s["overlap"] = None if ov is None else round(ov, 6)
+
+
 def headline_verdict(windows: list[StepWindow]) -> str | None:
     """The span's verdict: the most common step verdict (the earliest step breaks ties)."""
     if not windows:
@@ -65,6 +77,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "findings": [],
         "notes": [],
         "errors": [error] if error else [],
+        "distributed": None,
     }
     if analysis is None:
         return doc
@@ -73,6 +86,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
     doc["verdict"] = headline_verdict(windows)
     doc["steps"] = [step_document(w) for w in windows]
+    _add_comm(doc["steps"], analysis)
+    doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     doc["findings"] = [f.to_dict() for f in run_rules(analysis)]
     if not len(analysis.host_steps):
         doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
@@ -111,13 +126,13 @@ def build_document(logdir: LogDir, run: str | None = None,
         "schema": SCHEMA_VERSION,
         "logdir": logdir.logdir,
         "runs": [
-            {
+            add_run_analysis({
                 "run": r.name,
                 "workers": [
                     {"worker": w.name, "spans": [done[s.relpath] for s in w.spans]}
                     for w in r.workers
                 ],
-            }
+            })
             for r in runs
         ],
     }

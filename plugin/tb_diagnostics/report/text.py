@@ -9,6 +9,7 @@ from typing import Any
 _CAUSE_WORDS = {
     "input": "waiting for the DataLoader",
     "sync": "while the host blocks in syncs",
+    "comm": "while the host waits in collectives",
     "launch": "while the CPU launches work",
     "other": "with nothing recorded on the host",
 }
@@ -103,10 +104,14 @@ _COLUMNS = ("step", "wall ms", "busy", "verdict", "main idle cause", "input ms",
 
 
 def _columns(span: dict[str, Any]) -> tuple[str, ...]:
-    """The step table's columns; "profiler ms" only where the profiler took time of its own."""
+    """The step table's columns; "comm ms" only where a collective blocked the host,
+    "profiler ms" only where the profiler took time of its own."""
+    cols = _COLUMNS
+    if any(s["idle"].get("comm_us", 0) > 0 for s in span["steps"]):
+        cols = (*cols, "comm ms")
     if any(s["idle"].get("profiler_us", 0) > 0 for s in span["steps"]):
-        return (*_COLUMNS, "profiler ms")
-    return _COLUMNS
+        cols = (*cols, "profiler ms")
+    return cols
 
 
 def _row(s: dict[str, Any], columns: tuple[str, ...] = _COLUMNS) -> list[str]:
@@ -114,7 +119,9 @@ def _row(s: dict[str, Any], columns: tuple[str, ...] = _COLUMNS) -> list[str]:
     row = [_step_label(s), _ms(s["wall_us"]), _pct(s["device_busy"]), s["verdict"],
            s["main_idle_cause"] or "—", _ms(i["input_us"]), _ms(i["sync_us"]),
            _ms(i["launch_us"]), _ms(i["other_us"])]
-    if len(columns) > len(_COLUMNS):
+    if "comm ms" in columns:
+        row.append(_ms(i.get("comm_us", 0.0)))
+    if "profiler ms" in columns:
         row.append(_ms(i.get("profiler_us", 0.0)))
     return row
 
@@ -142,6 +149,11 @@ def render_text(doc: dict[str, Any]) -> str:
                 out.append("  " + "  ".join(cells).rstrip())
         out.extend(_findings_text(span))
         out.append("")
+    for r in doc["runs"]:
+        if r.get("findings"):
+            out.append(f"run {r['run']} · {len(r.get('ranks', []))} ranks")
+            out.extend(_findings_text(r))
+            out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -188,5 +200,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
             out.append("")
             for f in span["findings"]:
                 out.append(f"- **{f['severity']}** `{f['rule']}`: {f['message']}")
+            out.append("")
+    for r in doc["runs"]:
+        if r.get("findings"):
+            out.append(f"## `{r['run']}` · {len(r.get('ranks', []))} ranks")
+            out.append("")
+            out.extend(f"- **{f['severity']}** `{f['rule']}`: {f['message']}"
+                       for f in r["findings"])
             out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -21,15 +21,23 @@ def _thresholds(rule: Rule) -> list[tuple[str, object]]:
     return [(f.name, getattr(t, f.name)) for f in fields(t)]
 
 
+def _every_rule() -> tuple[Rule, ...]:
+    """Span rules, then run-level rules (every rank of a run together)."""
+    from tb_diagnostics.rules_run import all_run_rules
+
+    return (*all_rules(), *all_run_rules())
+
+
 def render_markdown() -> str:
     out = [HEADER]
-    rules = all_rules()
+    rules = _every_rule()
     out.append("| id | severity | title |\n|---|---|---|")
     out.extend(f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.title} |" for r in rules)
     out.append("")
     for r in rules:
         sec = r.doc_sections()
-        out.append(f"## {r.id}\n\n**{r.title}** — default severity: {r.severity}\n")
+        scope = " — run level (every rank of a run)" if type(r).__name__ == "RunRule" else ""
+        out.append(f"## {r.id}\n\n**{r.title}** — default severity: {r.severity}{scope}\n")
         if sec.get("summary"):
             out.append(sec["summary"] + "\n")
         for head in ("what it detects", "why it matters", "how to fix"):
@@ -43,7 +51,7 @@ def render_markdown() -> str:
 
 def render_text() -> str:
     out = []
-    for r in all_rules():
+    for r in _every_rule():
         sec = r.doc_sections()
         out.append(f"{r.id}  [{r.severity}]  {r.title}")
         for head in ("what it detects", "why it matters", "how to fix"):

@@ -42,7 +42,8 @@ from tb_diagnostics.rules._util import (
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 
 _CAUSE_WORDS = {"input": "waiting for input", "sync": "blocked in a sync",
-                "launch": "launching work", "other": "with nothing recorded"}
+                "comm": "blocked in a collective", "launch": "launching work",
+                "other": "with nothing recorded"}
 
 
 @dataclass(frozen=True)

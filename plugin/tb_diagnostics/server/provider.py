@@ -131,6 +131,38 @@ class DataProvider:
             got.details[key] = detail
         return 200, {"status": "ready", **detail}
 
+    def run(self, run: str | None) -> tuple[int, dict[str, Any]]:
+        """The run's ranks × steps table and run-level findings (202 while spans load).
+
+        Built from the spans' summaries only (their ``distributed`` sections), like
+        ``tb-diagnostics report``'s ``run["ranks"]`` and ``run["findings"]``.
+        """
+        from tb_diagnostics.report.distributed import add_run_analysis
+
+        if not run:
+            raise BadRequest("missing parameter 'run'")
+        if self._scan is None:
+            raise NotFound(self.problem or "TensorBoard has no --logdir")
+        result = self._scan.peek() or self._scan.get(max_age_s=0.0)
+        found = result.logdir.run(run) if result and result.logdir else None
+        if found is None:
+            raise NotFound(f"no run {run!r} in {self.logdir}")
+        workers, pending = [], []
+        for w in found.workers:
+            spans = []
+            for f in w.spans:
+                got = self.loader.get(f)
+                if isinstance(got, Progress):
+                    pending.append(got.to_dict())
+                elif not got.error:
+                    spans.append(got.summary)
+            workers.append({"worker": w.name, "spans": spans})
+        if pending:
+            return 202, {"status": "loading", "progress": pending[0], "pending": len(pending)}
+        doc = add_run_analysis({"run": run, "workers": workers})
+        return 200, {"status": "ready", "run": run, "ranks": doc["ranks"],
+                     "findings": doc["findings"]}
+
     def progress(self) -> dict[str, Any]:
         return {"loading": self.loader.progress(), "cache": self.loader.stats()}
 

@@ -48,7 +48,7 @@ def _digits(v: Any) -> int:
         return v if 0 <= v < 2**63 else NO_ID
     if type(v) is str:
         v = v.removeprefix("stream ")
-        if v.isdigit() and len(v) < 19:
+        if v.isascii() and v.isdigit() and len(v) < 19:
             return int(v)
     return NO_ID
 

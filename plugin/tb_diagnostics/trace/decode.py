@@ -41,7 +41,7 @@ def _num(v: Any, default: float = NAN) -> float:
 
 def _id(v: Any) -> int:
     """A non-negative id that fits int64, else ABSENT (digit strings are accepted)."""
-    if type(v) is str and v.isdigit() and len(v) < 19:
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) < 19:  # "²".isdigit()
         v = int(v)
     if type(v) is int and 0 <= v < 2**63:
         return v

@@ -77,18 +77,20 @@ def device_gaps(analysis: SpanAnalysis) -> DeviceGaps:
 
 
 def host_causes(analysis: SpanAnalysis, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
-    """µs of each ``[lo[i], hi[i])`` the host spent in input, sync, launch work or nothing.
+    """µs of each ``[lo[i], hi[i])`` the host spent in input, sync, comm, launch work or nothing.
 
-    Same precedence as the step verdict: input first, then sync, then launch.
+    Same precedence as the step verdict: input first, then sync, comm, launch.
     """
     a = analysis
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
     with_sync = a.input_intervals | a.sync_intervals
+    with_comm = with_sync | a.comm_intervals
     c_in = covered(a.input_intervals, lo, hi)
     c_sync = covered(with_sync, lo, hi)
-    c_all = covered(with_sync | a.launch_intervals, lo, hi)
-    return {"input": c_in, "sync": c_sync - c_in, "launch": c_all - c_sync,
-            "other": np.maximum(hi - lo - c_all, 0.0)}
+    c_comm = covered(with_comm, lo, hi)
+    c_all = covered(with_comm | a.launch_intervals, lo, hi)
+    return {"input": c_in, "sync": c_sync - c_in, "comm": c_comm - c_sync,
+            "launch": c_all - c_comm, "other": np.maximum(hi - lo - c_all, 0.0)}
 
 
 def host_rows_during(analysis: SpanAnalysis, lo: float, hi: float, limit: int = 2) -> list[int]:

@@ -1,11 +1,12 @@
 // Numbers, words and colours shared by every view.
 
 // "profiler" is the profiler's own time (its flush sync, buffer requests): shown, never judged.
-export const CAUSES = ["input", "sync", "launch", "other", "profiler"];
+export const CAUSES = ["input", "sync", "comm", "launch", "other", "profiler"];
 export const CAUSE_LABEL = {
   busy: "device busy",
   input: "waiting for input",
   sync: "blocked in sync",
+  comm: "in collectives",
   launch: "launching work",
   other: "nothing recorded",
   profiler: "profiler itself",
@@ -15,6 +16,7 @@ export const VERDICT_CAUSE = {
   "compute-bound": "busy",
   "input-bound": "input",
   "sync-bound": "sync",
+  "communication-bound": "comm",
   "overhead-bound": "launch",
   mixed: "mixed",
 };
@@ -23,6 +25,7 @@ export const VERDICT_HELP = {
   "overhead-bound": "the device waits while the host launches work (Python, dispatch, launches)",
   "input-bound": "the device waits for the next batch from the DataLoader",
   "sync-bound": "the host blocks in synchronisations and the device then waits for work",
+  "communication-bound": "the host waits in collectives (all-reduce…): for the network or for other ranks",
   mixed: "neither busy nor idle dominates; the main idle cause is shown",
 };
 

@@ -5,6 +5,7 @@
 import { getJSON, isAbort } from "./api.js";
 import { card, fill, h } from "./dom.js";
 import { FindingsView, findingKey } from "./findings.js";
+import { RanksView } from "./heatmap.js";
 import { VERDICT_HELP, bytes, stepLabel, verdictColor } from "./format.js";
 import { listenForReload } from "./ipc.js";
 import { Picker } from "./picker.js";
@@ -70,12 +71,16 @@ export class App {
     const info = h("div", { class: "tl-info" });
     tl.body.append(tlEl, info);
     this.timeline = new TimelineView(tlEl, info);
+    // The zoom goes into the URL so a shared link opens the same view (state.js).
+    this.timeline.onView = (t0, t1) => this.setState({ zoom: t0 === null ? null : `${t0.toFixed(1)},${t1.toFixed(1)}` });
 
     this.grid = h("div", { class: "grid" }, steps.el, findings.el, tree.el, tl.el);
     this.bodies = { tree: tree.body, timeline: tlEl };
+    // Distributed runs: the ranks × steps heat map; a cell opens that rank's step.
+    this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell) });
     this.root.replaceChildren(
       h("div", { class: "topbar" }, this.pickerEl, this.device, this.status),
-      this.headline, this.main);
+      this.headline, this.ranks.el, this.main);
     watchTheme(() => {
       this.chart.build();
       this.timeline.themeChanged();
@@ -125,9 +130,29 @@ export class App {
 
   pick(sel) {
     const changed = sel.run !== this.state.run || sel.worker !== this.state.worker || sel.span !== this.state.span;
-    this.setState({ run: sel.run, worker: sel.worker, span: sel.span, ...(changed && this.file ? { step: null, finding: null } : {}) });
+    this.setState({ run: sel.run, worker: sel.worker, span: sel.span, ...(changed && this.file ? { step: null, finding: null, zoom: null } : {}) });
     this.file = sel.file;
+    if (sel.run !== this.ranksRun) this.loadRun(sel.run);
     this.loadSpan();
+  }
+
+  // ---- run (distributed: every rank) --------------------------------------
+  async loadRun(run) {
+    this.ranksRun = run;
+    const signal = this.abort("run");
+    this.ranks.setData(null);
+    try {
+      const res = await getJSON("run", { run }, { signal });
+      if (res.status === "ready" && this.ranksRun === run) this.ranks.setData(res);
+    } catch (e) {
+      if (!isAbort(e)) this.ranks.setData(null);
+    }
+  }
+
+  openRankStep(rank, cell) {
+    this.setState({ worker: rank.worker, span: rank.span });
+    this.pick(this.picker.setRuns(this.runs.runs, this.state));
+    this.setState({ step: String(cell.step) }); // after pick, which clears it on a change
   }
 
   // ---- span ---------------------------------------------------------------
@@ -197,6 +222,8 @@ export class App {
     const st = this.summary?.steps[index];
     if (!st) return;
     const stepChanged = index !== this.stepIndex;
+    // Another step's clock differs: a zoom only survives the first (URL-restored) load.
+    if (stepChanged && this.stepIndex !== -1) this.state.zoom = null;
     this.stepIndex = index;
     this.chart.select(index);
     this.table.select(index);
@@ -230,6 +257,7 @@ export class App {
     }
     if (stepChanged || !this.tree.tree) this.tree.setData(res.tree, res.open);
     this.timeline.setData(res.timeline, focus);
+    if (this.state.zoom && !focus.length) this.timeline.setView(...this.state.zoom.split(",").map(Number));
     document.body.dataset.ready = "true";
   }
 

@@ -1,4 +1,4 @@
-// What is selected (run, worker, span, step, finding), kept in the URL so a
+// What is selected (run, worker, span, step, finding, timeline zoom), kept in the URL so a
 // link can be shared. The tab lives in an iframe whose own URL the user never
 // sees, so the state goes into TensorBoard's URL hash as p.diagnostics.<key>,
 // the place TensorBoard's plugin API (experimental.GetURLPluginData) reads
@@ -6,7 +6,9 @@
 // reach the iframe's own hash is used instead.
 
 const PREFIX = "p.diagnostics.";
-export const KEYS = ["run", "worker", "span", "step", "finding"];
+// zoom: the timeline's visible range "t0,t1" in µs since the trace's first
+// event, so it means the same on any machine with the same log dir.
+export const KEYS = ["run", "worker", "span", "step", "finding", "zoom"];
 
 function hostLocation() {
   try {

@@ -87,6 +87,7 @@ export class TimelineView {
 
   draw() {
     if (!this.tl) return;
+    this.root.dataset.view = `${this.t0.toFixed(1)},${this.t1.toFixed(1)}`; // for tests and links
     const dpr = window.devicePixelRatio || 1;
     this.W = this.scroll.clientWidth;
     const H = this.lay.height;
@@ -174,6 +175,15 @@ export class TimelineView {
     this.t0 = at - f * span;
     this.t1 = this.t0 + span;
     this.draw();
+    this.onView?.(this.t0, this.t1);
+  }
+
+  /** Show [t0, t1] (µs, the timeline's own clock): a zoom restored from a shared link. */
+  setView(t0, t1) {
+    if (!this.tl || !(t1 > t0)) return;
+    this.t0 = t0;
+    this.t1 = t1;
+    this.draw();
   }
 
   pan(px) {
@@ -181,6 +191,7 @@ export class TimelineView {
     this.t0 += dt;
     this.t1 += dt;
     this.draw();
+    this.onView?.(this.t0, this.t1);
   }
 
   bind() {
@@ -220,7 +231,7 @@ export class TimelineView {
       this.describe();
       this.draw();
     });
-    cv.addEventListener("dblclick", () => this.tl && this.fit());
+    cv.addEventListener("dblclick", () => { if (this.tl) { this.fit(); this.onView?.(null); } });
     cv.addEventListener("keydown", (e) => {
       if (!this.tl) return;
       const k = e.key;
@@ -229,7 +240,7 @@ export class TimelineView {
       else if (k === "-" || k === "s") this.zoom(1 / 0.7);
       else if (k === "ArrowLeft" || k === "a") this.pan(-step);
       else if (k === "ArrowRight" || k === "d") this.pan(step);
-      else if (k === "0") this.fit();
+      else if (k === "0") { this.fit(); this.onView?.(null); }
       else return;
       e.preventDefault();
     });

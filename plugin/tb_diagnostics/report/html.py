@@ -1,0 +1,178 @@
+"""The report as one self-contained HTML file: opens from disk, offline, with no request.
+
+Everything is inline: CSS, an SVG step chart (drawn here, in Python), the
+step table, findings with their evidence tables and one dispatch chain per
+span as nested ``<details>``. There is no script at all, and a
+Content-Security-Policy forbids loading anything, so a copied file can make
+no request even if a trace string tried to. Every trace string is escaped.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from tb_diagnostics.report.text import _columns, _device, _row, _spans, headline
+
+#: The tab's colours, so a reader who knows the tab reads the chart the same way.
+_PARTS = (("busy", "device_busy_us", "#1a73e8"), ("input", "input_us", "#e8710a"),
+          ("sync", "sync_us", "#d93025"), ("launch", "launch_us", "#f9ab00"),
+          ("other", "other_us", "#9aa0a6"), ("profiler", "profiler_us", "#a142f4"))
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#202124}
+h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-top:1px solid #ddd;padding-top:16px}
+table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;
+text-align:right;font-variant-numeric:tabular-nums}th{background:#f5f5f5}
+td.l,th.l{text-align:left}.sev{font-weight:600;text-transform:uppercase;font-size:11px;
+padding:1px 5px;border-radius:3px;color:#fff}.critical{background:#d93025}
+.warning{background:#e8710a}.info{background:#1a73e8}details{margin:4px 0}
+details details{margin-left:18px}summary{cursor:pointer}code{font-size:12px}
+.note{color:#5f6368}.legend span{margin-right:12px}.sw{display:inline-block;width:10px;
+height:10px;margin-right:4px}.mark{font-size:11px;background:#fce8b2;padding:0 4px;
+border-radius:3px;margin-left:4px}
+"""
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+_MAX_CHILDREN = 12
+_MAX_DEPTH = 10
+
+
+def _e(x: Any) -> str:
+    return escape(str(x), quote=True)
+
+
+def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) -> str:
+    """Stacked bars of each step's wall time: device busy, then the idle causes."""
+    steps = span["steps"]
+    if not steps:
+        return ""
+    top = max(s["wall_us"] for s in steps) or 1.0
+    pad_l, pad_b = 60, 24
+    plot_h = height - pad_b - 8
+    bw = (width - pad_l) / len(steps)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'role="img" aria-label="step chart" class="stepchart">',
+           f'<text x="4" y="14" font-size="11">{top / 1000:.2f} ms</text>',
+           f'<line x1="{pad_l}" y1="8" x2="{pad_l}" y2="{8 + plot_h}" stroke="#999"/>']
+    for i, s in enumerate(steps):
+        x = pad_l + i * bw + bw * 0.1
+        y = 8 + plot_h
+        label = "all" if s["step"] is None else s["step"]
+        for name, key, colour in _PARTS:
+            v = s["device_busy_us"] if key == "device_busy_us" else s["idle"].get(key, 0.0)
+            h = plot_h * v / top
+            if h <= 0:
+                continue
+            y -= h
+            out.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bw * 0.8:.1f}" '
+                       f'height="{h:.1f}" fill="{colour}"><title>step {_e(label)}: {name} '
+                       f'{v / 1000:.3f} ms</title></rect>')
+        out.append(f'<text x="{x + bw * 0.4:.1f}" y="{height - 6}" font-size="11" '
+                   f'text-anchor="middle">{_e(label)}</text>')
+    out.append("</svg>")
+    legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{n}</span>'
+                     for n, _, c in _PARTS)
+    return "\n".join(out) + f'\n<div class="legend">{legend}</div>'
+
+
+def _step_table(span: dict[str, Any]) -> str:
+    cols = _columns(span)
+    head = "".join(f'<th class="{"l" if c in (3, 4) else ""}">{_e(n)}</th>'
+                   for c, n in enumerate(cols))
+    rows = []
+    for s in span["steps"]:
+        cells = "".join(f'<td class="{"l" if c in (3, 4) else ""}">{_e(v)}</td>'
+                        for c, v in enumerate(_row(s, cols)))
+        rows.append(f"<tr>{cells}</tr>")
+    return f'<table class="steps"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _finding(f: dict[str, Any]) -> str:
+    save = f.get("savings_us")
+    tail = f" — saves ~{save / 1000:.2f} ms/step" if save else ""
+    ev = f.get("evidence") or []
+    rows = "".join(
+        f'<tr><td class="l"><code>{_e(x["name"])}</code></td><td class="l">{_e(x["category"])}'
+        f'</td><td>{x["ts"]:.1f}</td><td>{x["dur"]:.1f}</td><td class="l">{_e(x["lane"])}</td>'
+        f'<td class="l">{_e(x.get("note") or "")}</td></tr>' for x in ev)
+    table = ('<table class="evidence"><tr><th class="l">event</th><th class="l">category</th>'
+             '<th>ts µs</th><th>dur µs</th><th class="l">lane</th><th class="l">note</th></tr>'
+             f"{rows}</table>") if ev else ""
+    confirm = f'<p class="note">Confirm: {_e(f["confirm"])}</p>' if f.get("confirm") else ""
+    return (f'<details class="finding"><summary><span class="sev {_e(f["severity"])}">'
+            f'{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f.get("title", ""))}'
+            f'{_e(tail)}</summary><p>{_e(f["message"])}</p>{table}{confirm}</details>')
+
+
+def _tree(node: dict[str, Any], depth: int = 0, open_: bool = True) -> str:
+    marks = "".join(f'<span class="mark">{_e(m)}</span>' for m in node.get("marks", ()))
+    label = (f'<code>{_e(node["name"])}</code> <span class="note">{_e(node["kind"])} ×'
+             f'{node["count"]} · total {node["total_us"]:.1f} µs · self {node["self_us"]:.1f} '
+             f'µs · device {node["device_us"]:.1f} µs</span>{marks}')
+    kids = node.get("children") or []
+    if not kids or depth >= _MAX_DEPTH:
+        return f'<div class="leaf">{label}</div>'
+    heaviest = max(range(len(kids)), key=lambda i: (kids[i]["device_us"], kids[i]["total_us"]))
+    inner = "".join(_tree(c, depth + 1, open_ and i == heaviest) for i, c in enumerate(kids))
+    return (f'<details class="chain"{" open" if open_ else ""}><summary>{label}</summary>'
+            f"{inner}</details>")
+
+
+def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]]] | None = None,
+                extra_markdown: str | None = None) -> str:
+    """The report document as one HTML page.
+
+    ``chains`` maps a span's ``file`` to (step number, its dispatch tree from
+    ``present_tree``); spans without one show no chain.
+    """
+    chains = chains or {}
+    body = ['<h1>tb-diagnostics report</h1>']
+    if not doc["runs"]:
+        body.append(f"<p>No PyTorch profiler traces under <code>{_e(doc['logdir'])}</code>.</p>")
+    for run, worker, span in _spans(doc):
+        body.append(f'<section class="span"><h2><code>{_e(run)}</code> · <code>{_e(worker)}'
+                    f'</code> · span <code>{_e(span["span"])}</code></h2>')
+        body.append(f'<p class="note">{_e(_device(span))} — file <code>{_e(span["file"])}'
+                    f'</code></p><p class="headline"><b>Verdict:</b> {_e(headline(span))}</p>')
+        body.extend(f'<p class="note">Error: {_e(x)}</p>' for x in span["errors"])
+        body.extend(f'<p class="note">Note: {_e(x)}</p>' for x in span["notes"])
+        if span["steps"]:
+            body.append("<h3>Steps</h3>" + step_chart_svg(span) + _step_table(span))
+        if span["findings"]:
+            body.append("<h3>Findings</h3>" + "".join(_finding(f) for f in span["findings"]))
+        if span["file"] in chains:
+            step, tree = chains[span["file"]]
+            body.append(f'<h3>Dispatch chain of step {_e("(all)" if step is None else step)}'
+                        f'</h3>{_tree(tree)}')
+        body.append("</section>")
+    if extra_markdown:
+        body.append(f"<h2>Comparison</h2><pre>{_e(extra_markdown)}</pre>")
+    return ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+            '<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f"<title>tb-diagnostics report</title><style>{_CSS}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+
+
+def dispatch_chains(logdir: Any, doc: dict[str, Any], thresholds: Any = None,
+                    cache: Any = None) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """One dispatch tree per span: its first warm step's (what the tab opens on is similar)."""
+    from tb_diagnostics.engine import open_analysis
+    from tb_diagnostics.errors import TraceLoadError
+    from tb_diagnostics.report.compare import cold_steps
+    from tb_diagnostics.server.tree import present_tree
+
+    out: dict[str, tuple[Any, dict[str, Any]]] = {}
+    by_file = {f.relpath: f for f in logdir.files}
+    for _, _, span in _spans(doc):
+        f = by_file.get(span["file"])
+        if f is None or not span["steps"]:
+            continue
+        try:
+            analysis = open_analysis(f, thresholds, cache)
+        except TraceLoadError:
+            continue
+        cold = cold_steps(span)
+        index = next((w.index for w in analysis.windows if w.step not in cold), 0)
+        tree = present_tree(analysis.call_tree(index).to_dict(), max_children=_MAX_CHILDREN)
+        out[span["file"]] = (analysis.windows[index].step, tree)
+    return out

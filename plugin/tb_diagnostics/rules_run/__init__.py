@@ -1,0 +1,46 @@
+"""Run-level rules (every rank of a run together), discovered like the span rules."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+from functools import cache
+
+from tb_diagnostics.rules.base import Finding
+from tb_diagnostics.rules_run.base import RankSteps, RunRule, RunTable
+
+__all__ = ["RankSteps", "RunRule", "RunTable", "all_run_rules", "run_run_rules"]
+
+_log = logging.getLogger(__name__)
+
+
+@cache
+def all_run_rules() -> tuple[RunRule, ...]:
+    """Every registered run rule, ordered by id."""
+    found: dict[str, RunRule] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name == "base" or info.name.startswith("_"):
+            continue
+        rule = getattr(importlib.import_module(f"{__name__}.{info.name}"), "RULE", None)
+        if isinstance(rule, RunRule):
+            if rule.id in found:
+                raise ValueError(f"duplicate run rule id {rule.id!r} in {info.name}")
+            found[rule.id] = rule
+    return tuple(found[k] for k in sorted(found))
+
+
+def run_run_rules(table: RunTable) -> list[Finding]:
+    """Every run rule on one run; a rule that raises becomes an internal finding."""
+    out: list[Finding] = []
+    for rule in all_run_rules():
+        try:
+            out.extend(rule.run(table))
+        except Exception as exc:  # isolate one rule's bug from the rest of the report
+            _log.exception("run rule %s failed on %s", rule.id, table.run)
+            out.append(Finding(
+                rule=rule.id, severity="info", title=f"{rule.title}: not evaluated",
+                message=f"the rule failed on this run ({type(exc).__name__}: {exc})",
+                steps=[], evidence=[], savings_us=None,
+                confirm="please report this run to the tb-diagnostics issue tracker"))
+    return sorted(out, key=lambda f: f.sort_key)

@@ -1,0 +1,42 @@
+"""The ranks × steps heat map of a distributed run: shown, with the run's findings; a
+click opens that rank's step."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from .conftest import FRAME
+
+READY = 60_000
+RUN = "distributed-ws2-straggler1-cpu"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_heatmap_renders_and_opens_a_rank_step(page, start_tensorboard, tmp_path, artifacts):
+    log = tmp_path / "log"
+    shutil.copytree(REPO / "log" / RUN, log / RUN)
+    tb = start_tensorboard(log)
+    try:
+        page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={RUN}")
+        frame = page.frame_locator(FRAME)
+        expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
+        ranks = frame.locator("#ranks")
+        expect(ranks).to_be_visible(timeout=READY)
+        expect(ranks.locator(".run-finding").first).to_contain_text("distributed-straggler")
+        expect(ranks).to_contain_text("Rank 1")
+        canvas = ranks.locator("canvas")
+        box = canvas.bounding_box()
+        assert box and box["width"] > 78 and box["height"] > 18 + 2 * 20
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(artifacts / "tab-ranks-heatmap.png"))
+        # Row 2 (rank 1), column 3 (step 2): the worker and step follow.
+        canvas.click(position={"x": 78 + 2 * 36 + 10, "y": 18 + 1 * 22 + 10})
+        page.wait_for_function("location.hash.includes('p.diagnostics.worker=rank1')")
+        page.wait_for_function("location.hash.includes('p.diagnostics.step=2')")
+        expect(frame.locator("#headline")).to_be_visible(timeout=READY)
+    finally:
+        page.goto("about:blank")  # stop the tab's polling before its server goes
+        tb.stop()
