@@ -32,6 +32,7 @@ from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.tables import kernel_instances, op_table
 from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, n_steps, top_by
 from tb_diagnostics.rules.base import Finding, Rule
+from tb_diagnostics.trace.categories import COMM_NAME
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     confirm = ("sort the profiler table by self device time (prof.key_averages()"
                ".table(sort_by='self_cuda_time_total')): this op is on top")
     if analysis.cpu_only:
-        total = float(m.self_time(analysis.op_rows).sum())
-        values = table.self_cpu
+        # A collective's self time on the CPU is waiting for the other ranks, not work:
+        # exposed-communication and the run-level rules speak for it.
+        is_comm = np.asarray([bool(COMM_NAME.search(m.strings[int(n)]))
+                              for n in table.name_ids], dtype=bool)
+        values = np.where(is_comm, 0.0, table.self_cpu)
+        total = float(m.self_time(analysis.model.without(analysis.op_rows,
+                                                         analysis.comm_rows)).sum())
         what = "self CPU time"
     else:
         total = float(m.dur[m.device_activity_rows].sum())
