@@ -7,11 +7,11 @@ commands in ``order``, then name order. Adding a command touches nothing else.
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+
+from tb_diagnostics.discovery import discover
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,5 @@ class Command:
 
 @cache
 def all_commands() -> tuple[Command, ...]:
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        cmd = getattr(importlib.import_module(f"{__name__}.{info.name}"), "COMMAND", None)
-        if isinstance(cmd, Command):
-            found.append(cmd)
+    found = [cmd for _, cmd in discover(__name__, __path__, "COMMAND", Command)]
     return tuple(sorted(found, key=lambda c: (c.order, c.name)))

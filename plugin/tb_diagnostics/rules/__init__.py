@@ -7,35 +7,22 @@ table is always complete and ordered by rule id.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from functools import cache
 
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.discovery import by_unique_id, discover
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 
 __all__ = ["Evidence", "Finding", "Rule", "all_rules", "evidence", "run_rules"]
 
 _log = logging.getLogger(__name__)
-_NOT_RULES = {"base"}
 
 
 @cache
 def all_rules() -> tuple[Rule, ...]:
     """Every registered rule, ordered by id."""
-    found: dict[str, Rule] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name in _NOT_RULES or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        rule = getattr(module, "RULE", None)
-        if not isinstance(rule, Rule):
-            continue
-        if rule.id in found:
-            raise ValueError(f"duplicate rule id {rule.id!r} in {info.name}")
-        found[rule.id] = rule
-    return tuple(found[k] for k in sorted(found))
+    return by_unique_id(discover(__name__, __path__, "RULE", Rule), "rule")
 
 
 def run_rules(analysis: SpanAnalysis, rules: tuple[Rule, ...] | None = None) -> list[Finding]:

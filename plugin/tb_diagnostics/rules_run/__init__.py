@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from functools import cache
 
+from tb_diagnostics.discovery import by_unique_id, discover
 from tb_diagnostics.rules.base import Finding
 from tb_diagnostics.rules_run.base import RankSteps, RunRule, RunTable
 
@@ -18,16 +17,7 @@ _log = logging.getLogger(__name__)
 @cache
 def all_run_rules() -> tuple[RunRule, ...]:
     """Every registered run rule, ordered by id."""
-    found: dict[str, RunRule] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name == "base" or info.name.startswith("_"):
-            continue
-        rule = getattr(importlib.import_module(f"{__name__}.{info.name}"), "RULE", None)
-        if isinstance(rule, RunRule):
-            if rule.id in found:
-                raise ValueError(f"duplicate run rule id {rule.id!r} in {info.name}")
-            found[rule.id] = rule
-    return tuple(found[k] for k in sorted(found))
+    return by_unique_id(discover(__name__, __path__, "RULE", RunRule), "run rule")
 
 
 def run_run_rules(table: RunTable) -> list[Finding]:

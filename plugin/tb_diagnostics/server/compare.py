@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tb_diagnostics.report.compare import compare_runs
-from tb_diagnostics.server.loader import Progress
-from tb_diagnostics.server.provider import BadRequest, DataProvider, NotFound
+from tb_diagnostics.server.provider import BadRequest, DataProvider
 
 
 def compare(provider: DataProvider, baseline: str | None,
@@ -20,25 +19,11 @@ def compare(provider: DataProvider, baseline: str | None,
     for name, value in (("baseline", baseline), ("candidate", candidate)):
         if not value:
             raise BadRequest(f"missing parameter {name!r}")
-    if provider._scan is None:
-        raise NotFound(provider.problem or "TensorBoard has no --logdir")
-    result = provider._scan.peek() or provider._scan.get(max_age_s=0.0)
     docs, pending = [], []
     for name in (baseline, candidate):
-        found = result.logdir.run(name) if result and result.logdir else None
-        if found is None:
-            raise NotFound(f"no run {name!r} in {provider.logdir}")
-        workers = []
-        for w in found.workers:
-            spans = []
-            for f in w.spans:
-                got = provider.loader.get(f)
-                if isinstance(got, Progress):
-                    pending.append(got.to_dict())
-                elif not got.error:
-                    spans.append(got.summary)
-            workers.append({"worker": w.name, "spans": spans})
-        docs.append({"run": name, "workers": workers})
+        doc, waiting = provider.run_document(name)
+        docs.append(doc)
+        pending += waiting
     if pending:
         return 202, {"status": "loading", "progress": pending[0], "pending": len(pending)}
     doc = compare_runs(docs[0], docs[1], baseline_logdir=provider.logdir,

@@ -131,16 +131,9 @@ class DataProvider:
             got.details[key] = detail
         return 200, {"status": "ready", **detail}
 
-    def run(self, run: str | None) -> tuple[int, dict[str, Any]]:
-        """The run's ranks × steps table and run-level findings (202 while spans load).
-
-        Built from the spans' summaries only (their ``distributed`` sections), like
-        ``tb-diagnostics report``'s ``run["ranks"]`` and ``run["findings"]``.
-        """
-        from tb_diagnostics.report.distributed import add_run_analysis
-
-        if not run:
-            raise BadRequest("missing parameter 'run'")
+    def run_document(self, run: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The run as a report run document built from its spans' summaries, and the
+        progress of the spans still loading (starting their loads)."""
         if self._scan is None:
             raise NotFound(self.problem or "TensorBoard has no --logdir")
         result = self._scan.peek() or self._scan.get(max_age_s=0.0)
@@ -157,9 +150,22 @@ class DataProvider:
                 elif not got.error:
                     spans.append(got.summary)
             workers.append({"worker": w.name, "spans": spans})
+        return {"run": run, "workers": workers}, pending
+
+    def run(self, run: str | None) -> tuple[int, dict[str, Any]]:
+        """The run's ranks × steps table and run-level findings (202 while spans load).
+
+        Built from the spans' summaries only (their ``distributed`` sections), like
+        ``tb-diagnostics report``'s ``run["ranks"]`` and ``run["findings"]``.
+        """
+        from tb_diagnostics.report.distributed import add_run_analysis
+
+        if not run:
+            raise BadRequest("missing parameter 'run'")
+        doc, pending = self.run_document(run)
         if pending:
             return 202, {"status": "loading", "progress": pending[0], "pending": len(pending)}
-        doc = add_run_analysis({"run": run, "workers": workers})
+        doc = add_run_analysis(doc)
         return 200, {"status": "ready", "run": run, "ranks": doc["ranks"],
                      "findings": doc["findings"]}
 
