@@ -13,7 +13,7 @@ if [ "${1:-}" = "--test" ]; then
   # torch first and pinned: an unpinned torch makes pip fetch a multi-GB CUDA build,
   # while 2.13.0 is the CPU build these machines carry.
   "${PIP[@]}" "torch==2.13.0"
-  "${PIP[@]}" -e ".[test]"
+  "${PIP[@]}" -c scripts/constraints-test.txt -e ".[test]"
 else
   "${PIP[@]}" -e .
 fi
