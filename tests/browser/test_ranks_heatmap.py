@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
 from .conftest import FRAME
@@ -39,4 +40,29 @@ def test_heatmap_renders_and_opens_a_rank_step(page, start_tensorboard, tmp_path
         expect(frame.locator("#headline")).to_be_visible(timeout=READY)
     finally:
         page.goto("about:blank")  # stop the tab's polling before its server goes
+        tb.stop()
+
+
+SHARED_RUN = "hta_sampled_2ranks_of128"
+
+
+def test_heatmap_of_the_shared_two_ranks(page, start_tensorboard, tmp_path, artifacts):
+    shared = REPO.parent / "shared" / "traces" / SHARED_RUN
+    if not shared.is_dir():
+        pytest.skip("../shared/traces is not present")
+    log = tmp_path / "log"
+    shutil.copytree(shared, log / SHARED_RUN)
+    tb = start_tensorboard(log)
+    try:
+        page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={SHARED_RUN}")
+        frame = page.frame_locator(FRAME)
+        expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
+        ranks = frame.locator("#ranks")
+        expect(ranks).to_be_visible(timeout=READY)
+        box = ranks.locator("canvas").bounding_box()  # one row per rank, one column per step
+        assert box and box["height"] > 18 + 2 * 20
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(artifacts / "tab-ranks-heatmap-shared.png"))
+    finally:
+        page.goto("about:blank")
         tb.stop()

@@ -6,9 +6,10 @@ What it detects
     whose clocks disagree still compare) is set against the median of the other ranks;
     where no rank has a collective, the step's absolute start is compared instead. A
     rank that is late by at least ``min_late_us`` and ``min_late_share`` of the step,
-    in at least ``min_steps`` of the steps, is a straggler. The finding names the rank,
-    the host event it was in while the others were already in the collective, and the
-    collective they waited in.
+    in more than ``min_steps`` of the steps (and in two of them, where there are two), is
+    a straggler: two ranks that are each late once are noise, not a straggler. The
+    finding names the rank, the host event it was in while the others were already in
+    the collective, and the collective they waited in.
 Why it matters
     Synchronous training runs at the pace of its slowest rank: every other rank sits
     blocked in the all-reduce (``gloo:all_reduce``, ``ncclDevKernel_AllReduce…``) until
@@ -25,6 +26,7 @@ How to fix
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -39,10 +41,15 @@ class Thresholds:
     min_late_us: float = 1000.0
     #: …and that is at least this share of the step's median wall time.
     min_late_share: float = 0.05
-    #: Fire when the same rank is late in at least this share of the aligned steps.
+    #: Fire when the same rank is late in more than this share of the aligned steps.
     min_steps: float = 0.5
     #: Critical when the mean lateness reaches this share of the median step.
     critical_share: float = 0.25
+
+
+def _steps_needed(th: Thresholds, n: int) -> int:
+    """Steps a rank must be late in: a strict majority share, and at least two of two+."""
+    return max(1, min(2, n), math.floor(th.min_steps * n) + 1)
 
 
 def _lateness(table: RunTable, step: int) -> dict[int, float]:
@@ -101,7 +108,7 @@ def check(table: RunTable, th: Thresholds) -> list[RunFinding]:
             late_steps[i][s] = lateness[i]
     out = []
     for i, by_step in late_steps.items():
-        if len(by_step) < max(1, th.min_steps * len(table.common_steps)):
+        if len(by_step) < _steps_needed(th, len(table.common_steps)):
             continue
         rank = table.ranks[i]
         steps = sorted(by_step)
