@@ -101,3 +101,14 @@ def shared_spec() -> Path:
     if not SHARED_SPEC.is_dir():
         pytest.skip("../shared/spec is not present")
     return SHARED_SPEC
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _log_dirs_are_never_modified():
+    """Across the whole session, nothing in the shipped sample runs or the shared traces
+    is created, changed or deleted (the tool is read-only on log dirs)."""
+    roots = [r for r in (REPO / "log", SHARED_TRACES) if r.is_dir()]
+    before = {r: tree_digest(r) for r in roots}
+    yield
+    for r in roots:
+        assert tree_digest(r) == before[r], f"{r} was modified during the test session"

@@ -28,6 +28,7 @@ _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtim
                    "cuda_driver_version", "trace_name", "display_time_unit")
 _FLOW_PHASES = frozenset({"s", "f", "t"})
 _NEST_CHUNK = 1 << 16
+_MAX_TS_US = 1e17
 #: Kinds a launch flow can start or end on.
 _LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
                                  dtype=np.uint8)
@@ -144,13 +145,15 @@ class ModelBuilder:
     def add(self, events: list) -> None:
         xs = [e for e in events if e.ph == "X"]
         ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
-        usable = np.isfinite(ts_abs)
+        # µs since 1970 stay below 1e17 for another thousand years: beyond is garbage,
+        # and would overflow every interval sum downstream.
+        usable = np.isfinite(ts_abs) & (np.abs(ts_abs) < _MAX_TS_US)
         if not usable.all():
             self.skipped += int((~usable).sum())
             xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
             ts_abs = ts_abs[usable]
         dur = np.asarray([e.dur for e in xs], dtype=np.float64)
-        dur[~(dur >= 0)] = 0.0  # missing, NaN or negative: an instant
+        dur[~((dur >= 0) & (dur < _MAX_TS_US))] = 0.0  # missing, NaN, negative, absurd: instant
         cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
         kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
         is_dev = np.isin(kind, _DEVICE_KIND_VALUES)

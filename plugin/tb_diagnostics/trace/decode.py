@@ -202,11 +202,18 @@ def decode(data: bytes, path: str) -> Any:
     if not data.strip():
         raise TraceLoadError(path, "empty file")
     try:
-        doc = _STRICT.decode(data)
-    except msgspec.ValidationError:
-        doc = _normalise(_decode_lenient(data, path))
-    except msgspec.DecodeError as exc:
-        raise TraceLoadError(path, _describe_decode_error(exc)) from None
+        try:
+            doc = _STRICT.decode(data)
+        except msgspec.ValidationError:
+            doc = _normalise(_decode_lenient(data, path))
+        except msgspec.DecodeError as exc:
+            if "UTF-8" not in str(exc):
+                raise TraceLoadError(path, _describe_decode_error(exc)) from None
+            # Names copied from C++ symbols can carry bytes that are not UTF-8: keep the
+            # trace, with U+FFFD where those bytes were.
+            return decode(data.decode("utf-8", "replace").encode("utf-8"), path)
+    except RecursionError:
+        raise TraceLoadError(path, "JSON nested too deeply to be a trace") from None
     if isinstance(doc, list):
         doc = TraceFile(events=doc)  # the bare-array form of the Chrome trace format
     return doc

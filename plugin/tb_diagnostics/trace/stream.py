@@ -177,7 +177,7 @@ def _decode_before_last_cut(buf: bytes, tries: int = 4) -> tuple[list[Any], int]
             return [], 0
         try:
             return _EVENTS.decode(b"[" + buf[:end] + b"]"), end
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             limit = end - 1
     return [], -1
 
@@ -199,7 +199,7 @@ def _finish(prefix: bytes, tail: bytes) -> tuple[list[Any], Any]:
                 top = TraceFile()
             body = tail[:close].strip(_WS)
             events = _EVENTS.decode(b"[" + body + b"]") if body else []
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
         return events, top
     raise NotStreamable("no end of the traceEvents array (truncated file?)")
