@@ -3,6 +3,7 @@
 // table → tree + timeline; a finding's evidence → the timeline).
 
 import { getJSON, isAbort } from "./api.js";
+import { CompareView } from "./compare.js";
 import { card, fill, h } from "./dom.js";
 import { FindingsView, findingKey } from "./findings.js";
 import { RanksView } from "./heatmap.js";
@@ -78,9 +79,11 @@ export class App {
     this.bodies = { tree: tree.body, timeline: tlEl };
     // Distributed runs: the ranks × steps heat map; a cell opens that rank's step.
     this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell) });
+    // Two runs side by side: the selected one against a baseline picked here.
+    this.compare = new CompareView({ onPick: (run) => { this.setState({ compare: run }); this.loadCompare(); } });
     this.root.replaceChildren(
       h("div", { class: "topbar" }, this.pickerEl, this.device, this.status),
-      this.headline, this.ranks.el, this.main);
+      this.headline, this.ranks.el, this.compare.el, this.main);
     watchTheme(() => {
       this.chart.build();
       this.timeline.themeChanged();
@@ -133,7 +136,27 @@ export class App {
     this.setState({ run: sel.run, worker: sel.worker, span: sel.span, ...(changed && this.file ? { step: null, finding: null, zoom: null } : {}) });
     this.file = sel.file;
     if (sel.run !== this.ranksRun) this.loadRun(sel.run);
+    if (sel.run !== this.compareRun) this.loadCompare();
     this.loadSpan();
+  }
+
+  // ---- compare (the selected run against a baseline run) -------------------
+  async loadCompare() {
+    const run = this.state.run;
+    const baseline = this.state.compare && this.state.compare !== run ? this.state.compare : null;
+    this.compareRun = run;
+    this.compare.setRuns(this.runs?.runs || [], run, baseline);
+    const signal = this.abort("compare");
+    if (!baseline) return;
+    this.compare.loading(null);
+    try {
+      const res = await getJSON("compare", { baseline, candidate: run }, {
+        signal, onProgress: (p) => this.compare.loading(p),
+      });
+      if (this.state.run === run) this.compare.show(res);
+    } catch (e) {
+      if (!isAbort(e)) this.compare.error(e.message);
+    }
   }
 
   // ---- run (distributed: every rank) --------------------------------------

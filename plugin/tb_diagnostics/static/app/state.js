@@ -8,7 +8,8 @@
 const PREFIX = "p.diagnostics.";
 // zoom: the timeline's visible range "t0,t1" in µs since the trace's first
 // event, so it means the same on any machine with the same log dir.
-export const KEYS = ["run", "worker", "span", "step", "finding", "zoom"];
+// compare: the baseline run the selected run is compared with (the compare view).
+export const KEYS = ["run", "worker", "span", "step", "finding", "zoom", "compare"];
 
 function hostLocation() {
   try {
