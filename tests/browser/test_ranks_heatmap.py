@@ -38,6 +38,11 @@ def test_heatmap_renders_and_opens_a_rank_step(page, start_tensorboard, tmp_path
         page.wait_for_function("location.hash.includes('p.diagnostics.worker=rank1')")
         page.wait_for_function("location.hash.includes('p.diagnostics.step=2')")
         expect(frame.locator("#headline")).to_be_visible(timeout=READY)
+        # The keyboard does the same: focus, move to rank 1 / step 3, Enter.
+        canvas.focus()
+        for key in ("ArrowDown", "ArrowRight", "ArrowRight", "ArrowRight", "Enter"):
+            canvas.press(key)
+        page.wait_for_function("location.hash.includes('p.diagnostics.step=3')")
     finally:
         page.goto("about:blank")  # stop the tab's polling before its server goes
         tb.stop()

@@ -27,7 +27,13 @@ export class RanksView {
     const c = card("Ranks × steps", { id: "ranks", tools: this.select });
     this.el = c.el;
     this.el.hidden = true;
-    this.canvas = h("canvas", { id: "rank-heatmap", role: "img", "aria-label": "ranks by steps heat map" });
+    // Focusable: arrow keys move a cursor cell, Enter opens it (the keyboard twin of a click).
+    this.canvas = h("canvas", { id: "rank-heatmap", role: "img", tabindex: "0",
+      "aria-label": "ranks by steps heat map: arrow keys choose a cell, Enter opens it" });
+    this.cursor = { i: 0, j: 0 };
+    this.canvas.addEventListener("keydown", (e) => this.key(e));
+    this.canvas.addEventListener("focus", () => this.describe());
+    this.canvas.addEventListener("blur", () => this.draw());
     this.info = h("div", { class: "heat-info" }, "click a cell to open that rank's step");
     this.findings = h("div", { class: "run-findings" });
     c.body.append(this.canvas, this.info, this.findings);
@@ -82,20 +88,54 @@ export class RanksView {
         ctx.globalAlpha = 1;
       }
     });
+    if (document.activeElement === this.canvas) {
+      ctx.strokeStyle = cssVar("--focus") || "#1976d2";
+      ctx.lineWidth = 2;
+      ctx.strokeRect(LEFT + this.cursor.j * CELL_W + 1, TOP + this.cursor.i * CELL_H + 1, CELL_W - 2, CELL_H - 2);
+    }
   }
 
-  cellAt(e) {
-    const r = this.canvas.getBoundingClientRect();
-    const j = Math.floor((e.clientX - r.left - LEFT) / CELL_W);
-    const i = Math.floor((e.clientY - r.top - TOP) / CELL_H);
+  key(e) {
+    if (!this.ranks?.length) return;
+    const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+    if (moves[e.key]) {
+      const [di, dj] = moves[e.key];
+      this.cursor.i = Math.max(0, Math.min(this.ranks.length - 1, this.cursor.i + di));
+      this.cursor.j = Math.max(0, Math.min(this.steps.length - 1, this.cursor.j + dj));
+      this.draw();
+      this.describe();
+      e.preventDefault();
+    } else if (e.key === "Enter") {
+      const hit = this.cellOf(this.cursor.i, this.cursor.j);
+      if (hit) this.onOpen(hit.rank, hit.cell);
+      e.preventDefault();
+    }
+  }
+
+  describe() {
+    this.show(this.cellOf(this.cursor.i, this.cursor.j));
+    if (document.activeElement === this.canvas) this.draw();
+  }
+
+  cellOf(i, j) {
     const rank = this.ranks?.[i];
     const step = this.steps?.[j];
     const cell = rank?.steps.find((c) => c.step === step);
     return cell ? { rank, cell } : null;
   }
 
+  cellAt(e) {
+    const r = this.canvas.getBoundingClientRect();
+    const j = Math.floor((e.clientX - r.left - LEFT) / CELL_W);
+    const i = Math.floor((e.clientY - r.top - TOP) / CELL_H);
+    return this.cellOf(i, j);
+  }
+
   hover(e) {
-    const hit = this.cellAt(e);
+    this.show(this.cellAt(e));
+  }
+
+  show(hit) {
     this.info.textContent = hit
       ? `rank ${hit.rank.rank} · step ${hit.cell.step}: step ${dur(hit.cell.wall_us)}, comm ${dur(hit.cell.comm_us)}, exposed ${METRICS.exposed.text(hit.cell)}`
       : "click a cell to open that rank's step";
