@@ -25,7 +25,13 @@ def ours(path: Path, cache_dir: str | None) -> dict:
     from tb_diagnostics.cache import TraceCache
     from tb_diagnostics.engine import span_summary
     from tb_diagnostics.logdir import scan_logdir
+    from tb_diagnostics.rules import all_rules
+    from tb_diagnostics.rules_run import all_run_rules
 
+    # Module imports are outside the timed region, as they are for the peer: the rule
+    # modules are imported on first use, so import them here.
+    all_rules()
+    all_run_rules()
     t0 = time.perf_counter()
     ld = scan_logdir(str(path.parent))
     (f,) = [f for f in ld.files if f.relpath.endswith(path.name)]
