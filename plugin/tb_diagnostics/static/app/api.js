@@ -41,6 +41,8 @@ export async function getJSON(route, params, { onProgress, signal } = {}) {
       continue;
     }
     if (!res.ok) throw new ApiError(res.status, (body && body.error) || `${res.status} ${res.statusText}`);
+    // A reply cut short (TensorBoard stopping, a proxy) is an error, not an empty answer.
+    if (body === null) throw new ApiError(res.status, "the plugin sent no JSON");
     return body;
   }
 }
