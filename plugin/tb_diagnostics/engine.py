@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from multiprocessing import get_context
@@ -42,6 +42,21 @@ def open_analysis(f: SpanFile, thresholds: Thresholds | None = None,
                   cache: TraceCache | None = None) -> SpanAnalysis:
     """A :class:`SpanAnalysis` of the span (raises :class:`TraceLoadError`)."""
     return SpanAnalysis(open_model(f, cache), thresholds)
+
+
+def analysed_spans(files: Iterable[SpanFile], span_docs: dict[str, dict[str, Any]],
+                   thresholds: Thresholds | None = None, cache: TraceCache | None = None,
+                   ) -> Iterator[tuple[dict[str, Any], SpanAnalysis]]:
+    """``(span document, analysis)`` for each file that the report analysed with steps
+    (``span_docs`` by relpath); unreadable files are skipped: the report names them."""
+    for f in files:
+        span = span_docs.get(f.relpath)
+        if span is None or not span["steps"]:
+            continue
+        try:
+            yield span, open_analysis(f, thresholds, cache)
+        except TraceLoadError:
+            continue
 
 
 def thresholds_variant(thresholds: Thresholds | None) -> str:

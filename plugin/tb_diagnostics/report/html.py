@@ -156,21 +156,13 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
 def dispatch_chains(logdir: Any, doc: dict[str, Any], thresholds: Any = None,
                     cache: Any = None) -> dict[str, tuple[Any, dict[str, Any]]]:
     """One dispatch tree per span: its first warm step's (what the tab opens on is similar)."""
-    from tb_diagnostics.engine import open_analysis
-    from tb_diagnostics.errors import TraceLoadError
+    from tb_diagnostics.engine import analysed_spans
     from tb_diagnostics.report.compare import cold_steps
     from tb_diagnostics.server.tree import present_tree
 
     out: dict[str, tuple[Any, dict[str, Any]]] = {}
-    by_file = {f.relpath: f for f in logdir.files}
-    for _, _, span in _spans(doc):
-        f = by_file.get(span["file"])
-        if f is None or not span["steps"]:
-            continue
-        try:
-            analysis = open_analysis(f, thresholds, cache)
-        except TraceLoadError:
-            continue
+    span_docs = {span["file"]: span for _, _, span in _spans(doc)}
+    for span, analysis in analysed_spans(logdir.files, span_docs, thresholds, cache):
         cold = cold_steps(span)
         index = next((w.index for w in analysis.windows if w.step not in cold), 0)
         tree = present_tree(analysis.call_tree(index).to_dict(), max_children=_MAX_CHILDREN)

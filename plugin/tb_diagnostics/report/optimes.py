@@ -13,8 +13,7 @@ import numpy as np
 from tb_diagnostics.analysis import Thresholds
 from tb_diagnostics.analysis.views.tables import kernel_instances, op_table
 from tb_diagnostics.cache import TraceCache
-from tb_diagnostics.engine import open_analysis
-from tb_diagnostics.errors import TraceLoadError
+from tb_diagnostics.engine import analysed_spans
 from tb_diagnostics.logdir import LogDir
 from tb_diagnostics.report.compare import cold_steps
 
@@ -34,14 +33,7 @@ def run_times(logdir: LogDir, run_doc: dict[str, Any], thresholds: Thresholds | 
     if run is None:
         return {"ops": ops, "kernels": kernels}
     span_docs = {s["file"]: s for w in run_doc["workers"] for s in w["spans"]}
-    for f in run.files:
-        span = span_docs.get(f.relpath)
-        if span is None or not span["steps"]:
-            continue
-        try:
-            analysis = open_analysis(f, thresholds, cache)
-        except TraceLoadError:
-            continue
+    for span, analysis in analysed_spans(run.files, span_docs, thresholds, cache):
         cold = cold_steps(span)
         warm = np.asarray([w.step not in cold for w in analysis.windows], dtype=bool)
         if not warm.any():
