@@ -126,7 +126,8 @@ def _fmt(r: dict, key: str = "seconds") -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("file", "JSON MB", "ours cold s", "ours warm s", "orjson s", "json s",
-            "tb-profiler s", "ours/orjson", "tbp/ours", "ours RSS MB", "tbp RSS MB")
+            "tb-profiler s", "ours/orjson", "tbp/ours", "ours RSS MB", "RSS/JSON",
+            "tbp RSS MB")
     lines = [head]
     for r in rows:
         oc, oj, tbp = r["ours_cold"], r["orjson"], r.get("tbprofiler")
@@ -137,6 +138,7 @@ def table(rows: list[dict]) -> str:
         lines.append((Path(r["file"]).parent.name, f"{r['mb_json']:.0f}", _fmt(oc),
                       _fmt(r["ours_warm"]), _fmt(oj), _fmt(r["json"]),
                       _fmt(tbp) if tbp else "—", ratio, speed, _fmt(oc, "peak_rss_mb"),
+                      f"{oc['peak_rss_mb'] / r['mb_json']:.2f}" if "error" not in oc else "—",
                       _fmt(tbp, "peak_rss_mb") if tbp else "—"))
     widths = [max(len(str(x[i])) for x in lines) for i in range(len(head))]
     return "\n".join("  ".join(str(c).rjust(w) for c, w in zip(x, widths, strict=True))
@@ -156,10 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     for f in files:
         print(f"measuring {f.relative_to(REPO)}…", file=sys.stderr)
         rows.append(bench_file(f, args.repeat, peer))
+    base = measure("baseline", files[0])
     print(table(rows))
+    if "error" not in base:
+        print(f"\nours RSS includes {base['peak_rss_mb']:.1f} MB of interpreter, numpy and "
+              "engine, resident before the first byte is read")
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "python": platform.python_version(),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores", "rows": rows}
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+              "baseline_rss_mb": base.get("peak_rss_mb"), "rows": rows}
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
     print(f"\nwritten {args.out / 'results.json'}", file=sys.stderr)
     return 0

@@ -17,7 +17,6 @@ out.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import tempfile
@@ -51,6 +50,8 @@ def default_cache_dir() -> Path:
 @cache
 def code_fingerprint() -> str:
     """Changes whenever any module of this package changes (so does what it computes)."""
+    import hashlib  # here, not at the top: 3.6 MB of OpenSSL that a cold run never needs
+
     pkg = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for p in sorted(pkg.rglob("*.py")):
@@ -72,6 +73,8 @@ class TraceCache:
         """The entry directory for a file, or None when the file cannot be keyed safely."""
         if f.size is None or f.mtime is None:
             return None
+        import hashlib
+
         raw = f"{code_fingerprint()}|{f.url}|{f.size}|{f.mtime!r}"
         return self.root / hashlib.sha256(raw.encode()).hexdigest()[:32]
 
@@ -87,6 +90,8 @@ class TraceCache:
         except (OSError, ValueError, msgspec.DecodeError, KeyError):
             return None  # a damaged entry is a miss; it will be rewritten
         self._touch(d)
+        for k, n in meta.get("constant", {}).items():  # stored as their one value
+            arrays[k] = np.broadcast_to(arrays[k], (n,))
         return TraceModel(
             path=f.relpath,
             strings=meta["strings"],
@@ -112,6 +117,11 @@ class TraceCache:
         }
         arrays = {k: getattr(model, k) for k in _ARRAY_FIELDS}
         arrays.update({f"memory.{k}": getattr(model.memory, k) for k in _MEMORY_FIELDS})
+        # Columns the trace never fills are one value viewed n times: keep them so.
+        meta["constant"] = {k: int(a.shape[0]) for k, a in arrays.items()
+                            if a.ndim == 1 and a.shape[0] and a.strides == (0,)}
+        for k in meta["constant"]:
+            arrays[k] = arrays[k][:1]
 
         def write(tmp: Path) -> None:
             with open(tmp / "model.npz", "wb") as fh:

@@ -7,19 +7,22 @@ figure is computed the same way (and cached the same way) everywhere.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict
-from multiprocessing import get_context
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, Thresholds
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.trace import TraceModel, load_trace
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+# hashlib (OpenSSL, 3.6 MB resident) and the process pool (2.4 MB) are imported where
+# they are used: analysing one file without a cache needs neither.
 
 #: Upper bound of worker processes, whatever the core count: each holds a model in memory.
 MAX_WORKERS = 8
@@ -60,6 +63,8 @@ def analysed_spans(files: Iterable[SpanFile], span_docs: dict[str, dict[str, Any
 
 
 def thresholds_variant(thresholds: Thresholds | None) -> str:
+    import hashlib
+
     th = asdict(thresholds or Thresholds())
     return hashlib.sha256(repr(sorted(th.items())).encode()).hexdigest()[:12]
 
@@ -74,7 +79,7 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
     """
     from tb_diagnostics.report.document import span_document
 
-    variant = thresholds_variant(thresholds)
+    variant = thresholds_variant(thresholds) if cache is not None else ""
     if cache is not None:
         hit = cache.get_results(f, variant)
         if hit is not None:
@@ -141,6 +146,9 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
         for f in todo:
             finished(f, span_summary(f, thresholds, cache))
         return out
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
     own = executor is None
     pool = executor or ProcessPoolExecutor(max_workers=n_workers,
                                            mp_context=get_context("spawn"))

@@ -3,9 +3,9 @@
 ``LOGDIR/<run>/<worker>.<timestamp>.pt.trace.json[.gz]``: a run is any
 directory (at any depth) holding trace files, named by its path relative to
 LOGDIR; a worker's files with different timestamps are its spans, one per
-profiling cycle. Paths go through fsspec, so ``s3://``, ``gs://`` and
-``memory://`` log dirs work where the backend is installed. Nothing here
-writes.
+profiling cycle. Local paths are listed directly; URLs go through fsspec
+(:mod:`tb_diagnostics.storage`), so ``s3://``, ``gs://`` and ``memory://`` log
+dirs work where the backend is installed. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-import fsspec
-
 from tb_diagnostics.errors import LogDirError
+from tb_diagnostics.storage import ScanError, find_files
 
 TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<ts>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 ROOT_RUN = "."
@@ -29,7 +28,7 @@ class SpanFile:
     run: str
     worker: str
     span: str
-    url: str  # what fsspec opens
+    url: str  # what storage.open_binary opens (file:// or an fsspec URL)
     relpath: str  # relative to the log dir, '/'-separated: what users see
     size: int | None
     mtime: float | None
@@ -87,33 +86,20 @@ def scan_logdir(logdir: str) -> LogDir:
     Raises :class:`LogDirError` when ``logdir`` does not exist or is not a directory.
     """
     try:
-        fs, root = fsspec.core.url_to_fs(logdir)
-    except (ValueError, ImportError) as exc:
-        raise LogDirError(f"{logdir}: cannot open this location ({exc})") from None
-    root = root.rstrip("/") or "/"
-    try:
-        if not fs.isdir(root):
-            what = "is not a directory" if fs.exists(root) else "does not exist"
-            raise LogDirError(f"{logdir}: {what}")
-        found = fs.find(root, detail=True)
-    except PermissionError:
-        raise LogDirError(f"{logdir}: permission denied") from None
-    except OSError as exc:
-        raise LogDirError(f"{logdir}: cannot list ({exc})") from None
+        found = find_files(logdir)
+    except ScanError as exc:
+        raise LogDirError(f"{logdir}: {exc}") from None
 
     runs: dict[str, dict[str, list[SpanFile]]] = {}
-    for path, info in found.items():
-        if info.get("type", "file") != "file":
-            continue
-        parsed = parse_trace_name(posixpath.basename(path))
+    for f in found:
+        parsed = parse_trace_name(posixpath.basename(f.relpath))
         if parsed is None:
             continue
         worker, span = parsed
-        rel = posixpath.relpath(path, root) if root != "/" else path.lstrip("/")
-        run = posixpath.dirname(rel) or ROOT_RUN
+        run = posixpath.dirname(f.relpath) or ROOT_RUN
         runs.setdefault(run, {}).setdefault(worker, []).append(SpanFile(
-            run=run, worker=worker, span=span, url=_file_url(fs, path, logdir), relpath=rel,
-            size=info.get("size"), mtime=_mtime(info)))
+            run=run, worker=worker, span=span, url=f.url, relpath=f.relpath,
+            size=f.size, mtime=f.mtime))
 
     out = []
     for run_name in sorted(runs):
@@ -121,25 +107,3 @@ def scan_logdir(logdir: str) -> LogDir:
                    for w, spans in sorted(runs[run_name].items())]
         out.append(Run(name=run_name, workers=workers))
     return LogDir(logdir=logdir, runs=out)
-
-
-def _file_url(fs: fsspec.AbstractFileSystem, path: str, logdir: str) -> str:
-    """What fsspec opens for ``path``; a chained log dir (``zip://::logs.zip``,
-    ``simplecache::s3://…``) keeps its outer layers, which ``unstrip_protocol`` drops."""
-    url = fs.unstrip_protocol(path)
-    if "::" not in logdir:
-        return url
-    head, _, tail = logdir.partition("::")
-    if "://" in head and not head.split("://", 1)[1]:  # zip://::archive.zip: fs is the zip
-        return f"{url}::{tail}"
-    return url
-
-
-def _mtime(info: dict) -> float | None:
-    for key in ("mtime", "LastModified", "updated", "created"):
-        v = info.get(key)
-        if isinstance(v, int | float):
-            return float(v)
-        if hasattr(v, "timestamp"):
-            return float(v.timestamp())
-    return None

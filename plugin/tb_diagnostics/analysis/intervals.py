@@ -41,12 +41,34 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     """Merge possibly overlapping intervals into sorted disjoint ones (empty ones dropped)."""
     start = np.asarray(start, dtype=np.float64)
     end = np.asarray(end, dtype=np.float64)
+    order = np.argsort(start, kind="stable")
+    return _merge_sorted(start[order], end[order])
+
+
+def union_of_rows(start: np.ndarray, end: np.ndarray, rows: np.ndarray,
+                  chunk: int = 1 << 15) -> Intervals:
+    """The union of ``[start[r], end[r])`` over ``rows``, which are ascending, so their
+    starts are sorted (a model's rows are ordered by start): merged a chunk at a time,
+    without a sort and without full-length copies of the rows' times."""
+    starts, ends = [], []
+    for a in range(0, rows.shape[0], chunk):
+        part = rows[a:a + chunk]
+        iv = _merge_sorted(start[part], end[part])
+        starts.append(iv.start)
+        ends.append(iv.end)
+    if not starts:
+        return Intervals.empty()
+    # Each chunk's intervals start no earlier than the previous chunk's: still sorted.
+    return _merge_sorted(np.concatenate(starts), np.concatenate(ends))
+
+
+def _merge_sorted(start: np.ndarray, end: np.ndarray) -> Intervals:
+    """:func:`union` of intervals already ordered by start."""
     keep = end > start
-    start, end = start[keep], end[keep]
+    if not keep.all():
+        start, end = start[keep], end[keep]
     if not start.size:
         return Intervals.empty()
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
     reach = np.maximum.accumulate(end)
     # A new group begins where an interval starts after everything before it has ended.
     begins = np.ones(start.size, dtype=bool)

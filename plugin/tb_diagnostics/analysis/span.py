@@ -15,12 +15,13 @@ from typing import TypeVar
 import numpy as np
 
 from tb_diagnostics.analysis.dispatch import CallNode, call_tree
-from tb_diagnostics.analysis.intervals import Intervals, covered, union
+from tb_diagnostics.analysis.intervals import Intervals, covered, union, union_of_rows
 from tb_diagnostics.analysis.steps import (
     HostSteps,
     StepWindow,
     device_partition,
     find_host_steps,
+    per_window_sum,
 )
 from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict
 from tb_diagnostics.trace.categories import (
@@ -118,13 +119,14 @@ class SpanAnalysis:
         rows = self.model.rows_matching(COMM_NAME)
         return rows[self.model.is_host[rows]]
 
-    @cached_property
     def launch_rows(self) -> np.ndarray:
+        """Host rows that run the user's program (not cached: only their union is kept)."""
         rows = self.model.rows_of(_LAUNCH_KINDS)
         return self.model.without(rows, self.step_rows)
 
     def _host_union(self, rows: np.ndarray) -> Intervals:
-        return union(self.model.start[rows], self.model.end[rows])
+        """Union of host rows (ascending, as every row list of the model is)."""
+        return union_of_rows(self.model.start, self.model.end, rows)
 
     @cached_property
     def input_intervals(self) -> Intervals:
@@ -140,7 +142,7 @@ class SpanAnalysis:
 
     @cached_property
     def launch_intervals(self) -> Intervals:
-        return self._host_union(self.launch_rows)
+        return self._host_union(self.launch_rows())
 
     @cached_property
     def profiler_intervals(self) -> Intervals:
@@ -299,22 +301,15 @@ class SpanAnalysis:
         host_lo = hs.host_start if len(hs) else lo
         host_hi = hs.host_end if len(hs) else hi
 
-        def window_of(t: np.ndarray) -> np.ndarray:
-            k = np.searchsorted(host_lo, t, side="right") - 1
-            ok = (k >= 0) & (t < host_hi[np.maximum(k, 0)])
-            return np.where(ok, k, -1)
-
         ops = self.op_rows
         ann = m.rows_of({Kind.USER_ANNOTATION})
         cpu_rows = np.union1d(ops, np.setdiff1d(ann, self.input_rows))
-        w = window_of(m.start[cpu_rows])
-        ok = w >= 0
-        self_cpu = np.bincount(w[ok], weights=m.self_time(cpu_rows)[ok], minlength=n)
-        w_ops = window_of(m.start[ops])
-        op_count = np.bincount(w_ops[w_ops >= 0], minlength=n)
+        self_cpu = per_window_sum(host_lo, host_hi, m.start, cpu_rows, m.self_time())
+        del cpu_rows
+        op_count = per_window_sum(host_lo, host_hi, m.start, ops)
 
         acts = m.device_activity_rows
-        act_w = self.activity_step if len(hs) else np.zeros(acts.shape[0], dtype=np.int64)
+        act_w = self.activity_step if len(hs) else np.zeros(acts.shape[0], dtype=np.int32)
         ok = act_w >= 0
         self_dev = np.bincount(act_w[ok], weights=m.dur[acts][ok], minlength=n)
         is_kernel = m.kind[acts] == Kind.KERNEL

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tb_diagnostics.trace.categories import STEP_NAME, Kind
-from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.model import TraceModel, row_indices
 
 
 @dataclass(frozen=True)
@@ -62,16 +62,52 @@ class HostSteps:
 
     def locate(self, t: np.ndarray) -> np.ndarray:
         """Index of the step whose host window contains each time, or -1."""
-        k = np.searchsorted(self.host_start, t, side="right") - 1
-        ok = (k >= 0) & (t < self.host_end[np.maximum(k, 0)])
-        return np.where(ok, k, -1)
+        return window_index(self.host_start, self.host_end, t)
+
+
+#: Rows per pass of the per-row window lookups: their temporaries stay a few
+#: hundred kB however many rows a trace has.
+ROW_CHUNK = 1 << 15
+
+
+def window_index(lo: np.ndarray, hi: np.ndarray, t: np.ndarray,
+                 rows: np.ndarray | None = None) -> np.ndarray:
+    """For each time (``t[rows]`` when ``rows`` is given), the index k of the window
+    ``[lo[k], hi[k])`` containing it, or -1; ``lo`` is sorted and windows do not overlap.
+
+    int32, computed in chunks: callers cache it per op row.
+    """
+    n = t.shape[0] if rows is None else rows.shape[0]
+    out = np.full(n, -1, dtype=np.int32)
+    if not lo.shape[0]:
+        return out
+    for a in range(0, n, ROW_CHUNK):
+        tc = t[a:a + ROW_CHUNK] if rows is None else t[rows[a:a + ROW_CHUNK]]
+        k = np.searchsorted(lo, tc, side="right") - 1
+        ok = (k >= 0) & (tc < hi[np.maximum(k, 0)])
+        out[a:a + ROW_CHUNK][ok] = k[ok]
+    return out
+
+
+def per_window_sum(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, rows: np.ndarray,
+                   values: np.ndarray | None = None) -> np.ndarray:
+    """Per window ``[lo[k], hi[k])``: the sum of ``values[r]`` (or the count) over the rows
+    ``r`` that start in it; in chunks, so no full-length temporary is made."""
+    n = lo.shape[0]
+    out = np.zeros(n)
+    for a in range(0, rows.shape[0], ROW_CHUNK):
+        chunk = rows[a:a + ROW_CHUNK]
+        w = window_index(lo, hi, start, chunk)
+        ok = w >= 0
+        weights = None if values is None else values[chunk[ok]]
+        out += np.bincount(w[ok], weights=weights, minlength=n)
+    return out
 
 
 def find_host_steps(model: TraceModel) -> HostSteps:
     """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins)."""
     ids = [i for i, s in enumerate(model.strings) if STEP_NAME.match(s)]
-    host = model.host_rows
-    rows = host[np.isin(model.name[host], np.asarray(ids, dtype=np.int32))]
+    rows = row_indices(np.isin(model.name, np.asarray(ids, dtype=np.int32)) & model.is_host)
     rows = rows[model.kind[rows] != Kind.PYTHON]
     numbers = np.asarray([int(STEP_NAME.match(model.name_of(r)).group(1)) for r in rows],
                          dtype=np.int64)

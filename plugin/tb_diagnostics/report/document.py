@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
@@ -18,6 +17,8 @@ from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.rules import run_rules
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from tb_diagnostics.cache import TraceCache
 
 SCHEMA_VERSION = 1

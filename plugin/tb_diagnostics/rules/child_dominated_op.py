@@ -112,7 +112,7 @@ def _descend(analysis: SpanAnalysis, rows: np.ndarray, depth: int = 6) -> list[t
         kids = _child_rows(analysis, rows)
         if not kids.size or total <= 0:
             break
-        names, inv = np.unique(m.name[kids], return_inverse=True)
+        names, inv = m.name_groups(kids)
         sums = np.bincount(inv, weights=m.dur[kids])
         k = int(np.argmax(sums))
         if sums[k] < 0.5 * total:
@@ -136,7 +136,7 @@ def _children(analysis: SpanAnalysis, rows: np.ndarray) -> list[tuple[str, float
     """Children of ``rows`` aggregated by name, heaviest first (duration summed)."""
     m = analysis.model
     kids = _child_rows(analysis, rows)
-    names, inv = np.unique(m.name[kids], return_inverse=True)
+    names, inv = m.name_groups(kids)
     sums = np.bincount(inv, weights=m.dur[kids])
     return sorted(((m.strings[n], t) for n, t in zip(names.tolist(), sums.tolist(), strict=True)),
                   key=lambda kv: -kv[1])

@@ -63,18 +63,23 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     # autograd node; not from inside another ATen/library op.
     inner = innermost_op(analysis)[ops]
     namespaced = np.asarray(["::" in s for s in m.strings], dtype=bool)
-    direct = (inner < 0) | ~namespaced[m.name[np.maximum(inner, 0)]]
+    direct = inner < 0
+    direct |= ~namespaced[m.name[np.maximum(inner, 0)]]
+    del inner
     rows = ops[direct]
     if not rows.size:
         return []
-    ids, entry = np.unique(m.name[rows], return_inverse=True)
+    ids, entry = m.name_groups(rows)
     win = window_of_rows(analysis, rows)
     ok = win >= 0
-    per_win = np.zeros((ids.size, len(windows)))
-    np.add.at(per_win, (entry[ok], win[ok]), 1)
-    calls_step = np.median(per_win, axis=1)
-    total = np.bincount(entry[ok], weights=m.dur[rows][ok], minlength=ids.size)
-    calls = np.bincount(entry[ok], minlength=ids.size)
+    n_win = len(windows)
+    counted = entry[ok]
+    per_win = np.bincount(counted.astype(np.int64) * n_win + win[ok],
+                          minlength=ids.size * n_win)
+    calls_step = np.median(per_win.reshape(ids.size, n_win), axis=1)
+    total = np.bincount(counted, weights=m.dur[rows[ok]], minlength=ids.size)
+    calls = np.bincount(counted, minlength=ids.size)
+    del counted, ok
     per_call = total / np.maximum(calls, 1)
     total_step = total / len(windows)
     wall = float(np.median([w.wall_us for w in windows]))

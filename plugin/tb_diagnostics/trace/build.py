@@ -27,7 +27,8 @@ _DEVICE_KIND_VALUES = np.asarray(sorted(int(k) for k in DEVICE_KINDS), dtype=np.
 _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtime_version",
                    "cuda_driver_version", "trace_name", "display_time_unit")
 _FLOW_PHASES = frozenset({"s", "f", "t"})
-_NEST_CHUNK = 1 << 16
+#: Rows per chunk of the nesting loop: its Python lists cost ~32 bytes per row and column.
+_NEST_CHUNK = 1 << 12
 _MAX_TS_US = 1e17
 #: Kinds a launch flow can start or end on.
 _LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
@@ -130,7 +131,7 @@ class ModelBuilder:
         self.path = path
         self.intern = _Interner()
         self.lane_ids: dict[tuple[bool, Any, Any], int] = {}
-        self.parts: dict[str, list[np.ndarray]] = {}
+        self.columns: dict[str, _GrowingColumn] = {}
         self.skipped = 0
         self.flow_starts: dict[tuple[str, str, float], int] = {}
         self.flow_ends: dict[tuple[str, str, float], int] = {}
@@ -140,7 +141,10 @@ class ModelBuilder:
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
-            self.parts.setdefault(k, []).append(v)
+            column = self.columns.get(k)
+            if column is None:
+                column = self.columns[k] = _GrowingColumn(v.dtype, _ABSENT_VALUE.get(k))
+            column.extend(v)
 
     def add(self, events: list) -> None:
         xs = [e for e in events if e.ph == "X"]
@@ -200,9 +204,9 @@ class ModelBuilder:
                     self.thread_names[(str(e.pid), str(e.tid))] = e.args.label
 
     def _column(self, key: str, dtype: Any) -> np.ndarray:
-        """One column, joined; its parts are released as it is taken (peak memory)."""
-        parts = self.parts.pop(key, None)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+        """One column; the builder lets go of it as it is taken (peak memory)."""
+        column = self.columns.pop(key, None)
+        return column.take() if column is not None else np.zeros(0, dtype=dtype)
 
     def finish(self, doc: Any) -> TraceModel:
         """The model; ``doc`` supplies the file-level keys (its events were added already)."""
@@ -221,16 +225,20 @@ class ModelBuilder:
                       label=_lane_label(d, str(p), str(t), self.process_names,
                                         self.thread_names))
                  for (d, p, t) in keys]
-        self._fill_from_flows(corr, kind, is_dev, lane_col, lanes, ts_abs)
+        corr = self._fill_from_flows(corr, kind, is_dev, lane_col, lanes, ts_abs)
 
         # Device rows name their device and stream in args in most generations;
         # else the GPU track's pid is the device index and its tid the stream.
         lane_pid = np.asarray([_digits(p) for (_, p, _) in keys], dtype=np.int64)
         lane_tid = np.asarray([_digits(t) for (_, _, t) in keys], dtype=np.int64)
         fill = is_dev & (device < 0)
-        device[fill] = lane_pid[lane_col[fill]]
+        if fill.any():
+            device = _writable(device)
+            device[fill] = lane_pid[lane_col[fill]]
         fill = is_dev & (stream < 0)
-        stream[fill] = lane_tid[lane_col[fill]]
+        if fill.any():
+            stream = _writable(stream)
+            stream[fill] = lane_tid[lane_col[fill]]
 
         origin = float(ts_abs.min()) if n else 0.0
         order = np.lexsort((-dur, ts_abs)) if n else np.zeros(0, dtype=np.int64)
@@ -239,7 +247,7 @@ class ModelBuilder:
         del ts_abs
         dur = dur[order]
         lane_col = lane_col[order]
-        corr = corr[order]
+        corr = _take(corr, order)
         is_dev = is_dev[order]
         meta = _meta(doc)
         named = {"name": ("name", np.int32), "external_id": ("ext", np.int64),
@@ -247,11 +255,14 @@ class ModelBuilder:
                  "python_parent": ("pypar", np.int64), "call_stack": ("stack", np.int32),
                  "input_dims": ("dims", np.int32), "input_types": ("types", np.int32),
                  "launch_shape": ("shape", np.int32)}
-        columns = {field: col(key, dtype)[order] for field, (key, dtype) in named.items()}
+        columns = {field: _take(col(key, dtype), order) for field, (key, dtype) in named.items()}
+        for field in _NARROWABLE_IDS:
+            columns[field] = _narrow_ids(columns[field])
+        end = start + dur
         warnings = []
         if self.skipped:
             warnings.append(f"{self.skipped} complete event(s) without a usable ts were skipped")
-        return TraceModel(
+        model = TraceModel(
             path=self.path,
             strings=self.intern.strings,
             kind=kind,
@@ -259,9 +270,9 @@ class ModelBuilder:
             start=start,
             dur=dur,
             correlation=corr,
-            stream=stream[order],
-            device=device[order],
-            parent=_nest(kind, lane_col, start, start + dur, is_dev),
+            stream=_take(stream, order),
+            device=_take(device, order),
+            parent=_nest(kind, lane_col, start, end, is_dev),
             launcher=_join_launches(kind, corr),
             lanes=lanes,
             memory=_memory(self.memory, origin),
@@ -270,23 +281,117 @@ class ModelBuilder:
             warnings=warnings,
             **columns,
         )
+        vars(model)["end"] = end  # TraceModel.end, computed for the nesting already
+        return model
 
     def _fill_from_flows(self, corr: np.ndarray, kind: np.ndarray, is_dev: np.ndarray,
-                         lane_col: np.ndarray, lanes: list[Lane], ts_abs: np.ndarray) -> None:
+                         lane_col: np.ndarray, lanes: list[Lane],
+                         ts_abs: np.ndarray) -> np.ndarray:
         """Launch flows fill in the correlation ids a generation of traces left out.
 
         A flow start sits on the launching call (same thread and ts), its end on
         the device activity; the flow id is the correlation id.
         """
         if not self.flow_starts and not self.flow_ends:
-            return
+            return corr
         linked = np.isin(kind, _LINKED_KIND_VALUES)
-        for i in np.flatnonzero(linked & (corr == NO_ID)).tolist():
+        missing = np.flatnonzero(linked & (corr == NO_ID)).tolist()
+        if missing:
+            corr = _writable(corr)
+        for i in missing:
             table = self.flow_ends if is_dev[i] else self.flow_starts
             lane = lanes[lane_col[i]]
             fid = table.get((lane.pid, lane.tid, float(ts_abs[i])))
             if fid is not None:
                 corr[i] = fid
+        return corr
+
+
+#: Columns that are often empty in a whole trace (no kernels, no stacks, no shapes), and
+#: the value that marks "absent" in each.
+_ABSENT_VALUE: dict[str, Any] = {
+    **dict.fromkeys(("corr", "ext", "device", "stream", "pyid", "pypar",
+                     "stack", "dims", "types", "shape"), NO_ID),
+    "nbytes": math.nan,
+}
+
+
+class _GrowingColumn:
+    """One column filled batch by batch, in one buffer that doubles when full.
+
+    One large buffer instead of a list of small per-batch arrays: joining those
+    needs the parts and the whole at once, and the freed parts stay scattered
+    through the heap. The doubled buffer's unused tail is never touched, so it
+    costs address space, not memory. A column that has had no value yet is only
+    a count (constant columns cost nothing).
+    """
+
+    __slots__ = ("absent", "data", "dtype", "n")
+
+    def __init__(self, dtype: Any, absent: Any) -> None:
+        self.dtype = dtype
+        self.absent = absent
+        self.data: np.ndarray | None = None
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        m = values.shape[0]
+        if self.data is None:
+            if self.absent is not None and _all_absent(values, self.absent):
+                self.n += m
+                return
+            self.data = np.empty(max(2 * (self.n + m), 1 << 14), dtype=self.dtype)
+            if self.n:
+                self.data[: self.n] = self.absent
+        elif self.n + m > self.data.shape[0]:
+            grown = np.empty(2 * (self.n + m), dtype=self.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n : self.n + m] = values
+        self.n += m
+
+    def take(self) -> np.ndarray:
+        if self.data is None:
+            if self.absent is None:
+                return np.zeros(self.n, dtype=self.dtype)
+            return _constant(self.absent, self.n, self.dtype)
+        out, self.data = self.data[: self.n], None
+        return out
+
+
+def _all_absent(values: np.ndarray, absent: Any) -> bool:
+    if type(absent) is float and math.isnan(absent):
+        return bool(np.isnan(values).all())
+    return bool((values == absent).all())
+
+
+def _constant(value: Any, n: int, dtype: Any) -> np.ndarray:
+    """``n`` copies of ``value`` as a read-only view of one element."""
+    return np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
+
+
+def _take(column: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``column[order]``; a constant column stays a constant view."""
+    if column.ndim == 1 and column.strides == (0,):
+        return column[: order.shape[0]]
+    return column[order]
+
+
+#: Id columns that are only looked up, never combined arithmetically: stored as int32
+#: when every id fits (they are small counters in practice), int64 otherwise.
+_NARROWABLE_IDS = ("external_id", "python_id", "python_parent")
+
+
+def _narrow_ids(column: np.ndarray) -> np.ndarray:
+    if column.strides == (0,) or column.dtype != np.int64 or not column.size:
+        return column
+    if column.min() >= np.iinfo(np.int32).min and column.max() <= np.iinfo(np.int32).max:
+        return column.astype(np.int32)
+    return column
+
+
+def _writable(column: np.ndarray) -> np.ndarray:
+    return column if column.flags.writeable else column.copy()
 
 
 def _meta(doc: Any) -> TraceMeta:
@@ -323,10 +428,11 @@ def _nest(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray
     """
     n = kind.shape[0]
     parent = np.full(n, NO_ID, dtype=np.int32)
-    host = np.flatnonzero(~is_dev & (kind != Kind.TRACE))
+    host = np.flatnonzero(~is_dev & (kind != Kind.TRACE)).astype(np.int32)
     if not host.size:
         return parent
     by_lane = host[np.argsort(lane[host], kind="stable")]
+    del host
     stack_rows: list[int] = []
     stack_ends: list[float] = []
     current = None
@@ -352,14 +458,14 @@ def _nest(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray
 
 def _join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:
     """For each device activity, the row of the runtime/driver call with its correlation id."""
-    launcher = np.full(kind.shape[0], NO_ID, dtype=np.int32)
     launch_rows = np.flatnonzero(
         np.isin(kind, np.asarray(sorted(LAUNCHER_KINDS), dtype=np.uint8)) & (corr != NO_ID))
     act_rows = np.flatnonzero(
         np.isin(kind, np.asarray(sorted(DEVICE_ACTIVITY_KINDS), dtype=np.uint8))
         & (corr != NO_ID))
     if not launch_rows.size or not act_rows.size:
-        return launcher
+        return _constant(NO_ID, kind.shape[0], np.int32)
+    launcher = np.full(kind.shape[0], NO_ID, dtype=np.int32)
     keys = corr[launch_rows]
     # First launcher per correlation id wins (ids are unique per process in practice).
     uniq, first = np.unique(keys, return_index=True)

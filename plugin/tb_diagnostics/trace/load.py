@@ -7,9 +7,8 @@ decoded whole, which also produces the precise message for a broken file.
 
 from __future__ import annotations
 
-import fsspec
-
 from tb_diagnostics.errors import TraceLoadError
+from tb_diagnostics.storage import open_binary
 from tb_diagnostics.trace.build import ModelBuilder, build_model
 from tb_diagnostics.trace.decode import decode, decompress
 from tb_diagnostics.trace.model import TraceModel
@@ -43,13 +42,13 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
     """
     shown = display_path or url
     try:
-        with fsspec.open(url, "rb") as fh:
+        with open_binary(url) as fh:
             builder = ModelBuilder(shown)
             for item in iter_event_batches(read_blocks(fh)):
-                if isinstance(item, list):
-                    builder.add(item)
-                else:
+                if not isinstance(item, list):
                     return builder.finish(item)
+                builder.add(item)
+                del item  # before the next batch is decoded (peak memory)
     except NotStreamable:
         pass  # decode it whole below: odd layouts load, broken files get exact messages
     except TraceTooLarge as exc:
@@ -57,7 +56,7 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
     except OSError as exc:
         raise _open_error(shown, exc) from None
     try:
-        with fsspec.open(url, "rb") as fh:
+        with open_binary(url) as fh:
             # Whole-file decoding holds the text and its parse at once: same limit.
             raw = b"".join(read_blocks(fh, limit=max_trace_bytes()))
     except TraceTooLarge as exc:

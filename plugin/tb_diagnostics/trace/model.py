@@ -30,6 +30,23 @@ from tb_diagnostics.trace.categories import (
 NO_ID = -1
 
 
+_ROW_CHUNK = 1 << 15
+
+
+def row_indices(mask: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(mask)`` as int32: row lists are cached by many views, and rows
+    always fit (``parent`` and ``launcher`` are int32 too); half the memory of int64."""
+    if mask.shape[0] <= _ROW_CHUNK:
+        return np.flatnonzero(mask).astype(np.int32)
+    out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32)
+    at = 0
+    for a in range(0, mask.shape[0], _ROW_CHUNK):  # no full-length int64 temporary
+        part = np.flatnonzero(mask[a:a + _ROW_CHUNK])
+        part += a
+        out[at:at + part.shape[0]] = part
+        at += part.shape[0]
+    return out
+
 @dataclass(frozen=True)
 class Lane:
     """One timeline row: a host thread or a device stream."""
@@ -87,14 +104,14 @@ class TraceModel:
     start: np.ndarray  # float64 µs since origin
     dur: np.ndarray  # float64 µs
     correlation: np.ndarray  # int64, NO_ID where absent
-    external_id: np.ndarray  # int64, NO_ID where absent
+    external_id: np.ndarray  # int32, or int64 when an id needs it; NO_ID where absent
     parent: np.ndarray  # int32 row of the enclosing host event on the same thread, NO_ID
     launcher: np.ndarray  # int32 row of the launching runtime/driver call (device rows), NO_ID
     stream: np.ndarray  # int64 device stream (device rows), NO_ID
     device: np.ndarray  # int64 device index (device rows), NO_ID
     nbytes: np.ndarray  # float64 bytes moved by memcpy/memset, NaN elsewhere
-    python_id: np.ndarray  # int64 python_function id, NO_ID
-    python_parent: np.ndarray  # int64 python_function parent id, NO_ID
+    python_id: np.ndarray  # python_function id (int32 or int64, as external_id), NO_ID
+    python_parent: np.ndarray  # python_function parent id (as python_id), NO_ID
     call_stack: np.ndarray  # int32 into `strings` (2021 "Call stack" arg), NO_ID
     input_dims: np.ndarray  # int32 into `strings` (JSON of "Input Dims"), NO_ID
     input_types: np.ndarray  # int32 into `strings` (JSON of "Input type"), NO_ID
@@ -125,19 +142,30 @@ class TraceModel:
     def rows_named(self, names: set[str] | frozenset[str]) -> np.ndarray:
         """Rows whose name is one of ``names`` (exact match)."""
         ids = [self.name_index[n] for n in names if n in self.name_index]
-        return np.flatnonzero(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
+        return row_indices(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
 
     def rows_matching(self, pattern: Any) -> np.ndarray:
         """Rows whose name matches a compiled regular expression (``search``)."""
         ids = [i for i, s in enumerate(self.strings) if pattern.search(s)]
-        return np.flatnonzero(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
+        return row_indices(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
+
+    def name_groups(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``np.unique(self.name[rows], return_inverse=True)``, in linear time and int32:
+        name ids are small, so a lookup table replaces the sort (and its int64 copies)."""
+        names = self.name[rows]
+        present = np.zeros(len(self.strings), dtype=bool)
+        present[names] = True
+        ids = row_indices(present)
+        code = np.zeros(len(self.strings), dtype=np.int32)
+        code[ids] = np.arange(ids.shape[0], dtype=np.int32)
+        return ids, code[names]
 
     def rows_of(self, kinds: frozenset[Kind] | set[Kind]) -> np.ndarray:
-        return np.flatnonzero(np.isin(self.kind, np.asarray(sorted(kinds), dtype=np.uint8)))
+        return row_indices(np.isin(self.kind, np.asarray(sorted(kinds), dtype=np.uint8)))
 
     @cached_property
     def host_rows(self) -> np.ndarray:
-        return np.flatnonzero(self.is_host)
+        return row_indices(self.is_host)
 
     @cached_property
     def is_host(self) -> np.ndarray:
@@ -206,20 +234,26 @@ class TraceModel:
 
     @cached_property
     def _self_time_all(self) -> np.ndarray:
-        child = np.flatnonzero(self.parent >= 0)
-        par = self.parent[child]
-        clipped = np.minimum(self.end[child], self.end[par]) - self.start[child]
-        covered = np.bincount(par, weights=np.maximum(clipped, 0.0), minlength=len(self))
-        return np.maximum(self.dur - covered, 0.0)
+        covered = np.zeros(len(self))
+        end = self.end
+        for a in range(0, len(self), _ROW_CHUNK):  # chunks: small temporaries
+            par = self.parent[a:a + _ROW_CHUNK]
+            child = np.flatnonzero(par >= 0)
+            par = par[child]
+            child += a
+            clipped = np.minimum(end[child], end[par]) - self.start[child]
+            np.add.at(covered, par, np.maximum(clipped, 0.0))
+        np.subtract(self.dur, covered, out=covered)
+        return np.maximum(covered, 0.0, out=covered)
 
     @cached_property
     def children_index(self) -> tuple[np.ndarray, np.ndarray]:
         """(order, offsets): children of row r are ``order[offsets[r]:offsets[r + 1]]``."""
         par = self.parent
         order = np.argsort(par, kind="stable")
-        order = order[par[order] >= 0]
+        order = order[par[order] >= 0].astype(np.int32)
         counts = np.bincount(par[order], minlength=len(self))
-        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        offsets = np.zeros(len(self) + 1, dtype=np.int32)
         np.cumsum(counts, out=offsets[1:])
         return order, offsets
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.trace.model import NO_ID
+from tb_diagnostics.trace.model import NO_ID, row_indices
 
 
 @computed
@@ -32,8 +32,8 @@ def innermost_op(analysis: SpanAnalysis) -> np.ndarray:
     """For every row, the nearest op strictly above it on its thread, or -1."""
     m = analysis.model
     ops = is_op(analysis)
-    anc = m.parent.astype(np.int64)
-    todo = np.flatnonzero(anc >= 0)
+    anc = m.parent.copy()  # int32, as the model's row links are
+    todo = row_indices(anc >= 0)
     todo = todo[~ops[anc[todo]]]
     # Climb only the rows whose current ancestor is not an op yet.
     while todo.size:
@@ -54,8 +54,8 @@ def outermost_op(analysis: SpanAnalysis) -> np.ndarray:
     m = analysis.model
     ops = is_op(analysis)
     inner = innermost_op(analysis)
-    top = np.where(ops, np.arange(len(m)), inner).astype(np.int64)
-    todo = np.flatnonzero(top >= 0)
+    top = np.where(ops, np.arange(len(m), dtype=np.int32), inner)
+    todo = row_indices(top >= 0)
     while todo.size:
         par = m.parent[top[todo]]
         up = (par >= 0) & ops[np.maximum(par, 0)]

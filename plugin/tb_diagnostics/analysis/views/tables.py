@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.steps import ROW_CHUNK, window_index
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, launching_op
 from tb_diagnostics.trace.categories import Kind
 
@@ -49,8 +50,9 @@ class OpTable:
 def window_of_rows(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     """Step window index of host rows by their start (0 for a span without steps)."""
     if not len(analysis.host_steps):
-        return np.zeros(rows.shape[0], dtype=np.int64)
-    return analysis.host_steps.locate(analysis.model.start[rows])
+        return np.zeros(rows.shape[0], dtype=np.int32)
+    hs = analysis.host_steps
+    return window_index(hs.host_start, hs.host_end, analysis.model.start, rows)
 
 
 @computed
@@ -58,16 +60,19 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     m = analysis.model
     ops = analysis.op_rows
     n_win = len(analysis.windows)
-    name_ids, entry = np.unique(m.name[ops], return_inverse=True)
+    name_ids, entry = m.name_groups(ops)
     n = name_ids.shape[0]
     win = window_of_rows(analysis, ops)
     calls = np.bincount(entry, minlength=n)
-    per_win = np.zeros((n, n_win), dtype=np.int64)
     ok = win >= 0
-    np.add.at(per_win, (entry[ok], win[ok]), 1)
+    per_win = np.bincount(entry[ok].astype(np.int64) * n_win + win[ok],
+                          minlength=n * n_win).reshape(n, n_win)
+    del ok
     self_cpu = np.bincount(entry, weights=m.self_time(ops), minlength=n)
-    total_cpu = np.bincount(entry, weights=np.where(_recursive(analysis, ops), 0.0, m.dur[ops]),
-                            minlength=n)
+    dur = m.dur[ops]
+    dur[_recursive(analysis, ops)] = 0.0  # already inside an op of the same name
+    total_cpu = np.bincount(entry, weights=dur, minlength=n)
+    del dur
 
     acts = m.device_activity_rows
     op_of = launching_op(analysis)
@@ -87,13 +92,18 @@ def _recursive(analysis: SpanAnalysis, ops: np.ndarray) -> np.ndarray:
     """Which op rows run inside an op of the same name (their time is already counted)."""
     m = analysis.model
     inner = innermost_op(analysis)
-    anc = inner[ops]
     nested = np.zeros(ops.shape[0], dtype=bool)
-    live = np.flatnonzero(anc >= 0)
-    while live.size:
-        nested[live] |= m.name[anc[live]] == m.name[ops[live]]
-        anc[live] = inner[anc[live]]
-        live = live[(anc[live] >= 0) & ~nested[live]]
+    # A chunk of rows at a time: the climb's temporaries stay small on huge traces.
+    for a in range(0, ops.shape[0], ROW_CHUNK):
+        part = ops[a:a + ROW_CHUNK]
+        names = m.name[part]
+        anc = inner[part]
+        out = nested[a:a + ROW_CHUNK]
+        live = np.flatnonzero(anc >= 0)
+        while live.size:
+            out[live] |= m.name[anc[live]] == names[live]
+            anc[live] = inner[anc[live]]
+            live = live[(anc[live] >= 0) & ~out[live]]
     return nested
 
 
