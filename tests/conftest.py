@@ -114,6 +114,26 @@ def _log_dirs_are_never_modified():
         assert tree_digest(r) == before[r], f"{r} was modified during the test session"
 
 
+@pytest.fixture(autouse=True)
+def _providers_are_shut_down(monkeypatch):
+    """Every DataProvider a test starts (directly or through TensorBoard's plugin loader)
+    is shut down after the test: its queued background loads must not keep parsing
+    during the next tests, where they would take the cores from CPU-timed work."""
+    from tb_diagnostics.server.provider import DataProvider
+
+    started: list[DataProvider] = []
+    init = DataProvider.__init__
+
+    def recording_init(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(DataProvider, "__init__", recording_init)
+    yield
+    for provider in started:
+        provider.shutdown()
+
+
 def pytest_collection_modifyitems(config, items):
     """Browser tests last: they keep TensorBoard and Chromium running for the rest of the
     session, and CPU-only traces profiled by other tests must not share the cores with them

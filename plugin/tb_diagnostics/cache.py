@@ -47,17 +47,28 @@ def default_cache_dir() -> Path:
     return Path(base) / "tb-diagnostics"
 
 
+try:
+    # hashlib's blake2b itself, imported without hashlib, which loads OpenSSL (3.6 MB
+    # resident) even for the hashes CPython implements on its own.
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - other Python implementations
+    from hashlib import blake2b
+
+
+def digest(text: str, size: int) -> str:
+    """A hex digest of ``text``, ``size`` characters long (a key, not a secret)."""
+    return blake2b(text.encode(), digest_size=size // 2).hexdigest()
+
+
 @cache
 def code_fingerprint() -> str:
     """Changes whenever any module of this package changes (so does what it computes)."""
-    import hashlib  # here, not at the top: 3.6 MB of OpenSSL that a cold run never needs
-
     pkg = Path(__file__).resolve().parent
-    h = hashlib.sha256()
+    parts = []
     for p in sorted(pkg.rglob("*.py")):
         st = p.stat()
-        h.update(f"{p.relative_to(pkg)}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:16]
+        parts.append(f"{p.relative_to(pkg)}:{st.st_size}:{st.st_mtime_ns}")
+    return digest("\n".join(parts), 16)
 
 
 class TraceCache:
@@ -73,10 +84,8 @@ class TraceCache:
         """The entry directory for a file, or None when the file cannot be keyed safely."""
         if f.size is None or f.mtime is None:
             return None
-        import hashlib
-
         raw = f"{code_fingerprint()}|{f.url}|{f.size}|{f.mtime!r}"
-        return self.root / hashlib.sha256(raw.encode()).hexdigest()[:32]
+        return self.root / digest(raw, 32)
 
     # ---- models --------------------------------------------------------------
     def get_model(self, f: SpanFile) -> TraceModel | None:

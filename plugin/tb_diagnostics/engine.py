@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, Thresholds
-from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.cache import TraceCache, digest
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.trace import TraceModel, load_trace
@@ -21,8 +21,8 @@ from tb_diagnostics.trace import TraceModel, load_trace
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-# hashlib (OpenSSL, 3.6 MB resident) and the process pool (2.4 MB) are imported where
-# they are used: analysing one file without a cache needs neither.
+# The process pool (2.4 MB resident) is imported where it is used: analysing one file
+# needs none.
 
 #: Upper bound of worker processes, whatever the core count: each holds a model in memory.
 MAX_WORKERS = 8
@@ -63,10 +63,8 @@ def analysed_spans(files: Iterable[SpanFile], span_docs: dict[str, dict[str, Any
 
 
 def thresholds_variant(thresholds: Thresholds | None) -> str:
-    import hashlib
-
     th = asdict(thresholds or Thresholds())
-    return hashlib.sha256(repr(sorted(th.items())).encode()).hexdigest()[:12]
+    return digest(repr(sorted(th.items())), 12)
 
 
 def span_summary(f: SpanFile, thresholds: Thresholds | None = None,

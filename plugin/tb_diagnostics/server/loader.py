@@ -72,11 +72,18 @@ class Loaded:
     details: dict[Any, Any] = field(default_factory=dict)  # per-step payload cache
 
 
+def _resident(v: object) -> int:
+    """Bytes an array holds (a constant column is one value viewed n times)."""
+    if not isinstance(v, np.ndarray):
+        return 0
+    return v.itemsize if v.ndim == 1 and v.strides == (0,) else v.nbytes
+
+
 def model_nbytes(model: TraceModel) -> int:
     """An estimate of a model's memory: its columns, its strings, and as much again
     for the analysis' derived views (intervals, indexes, call trees)."""
-    arrays = sum(v.nbytes for v in vars(model).values() if isinstance(v, np.ndarray))
-    arrays += sum(v.nbytes for v in vars(model.memory).values() if isinstance(v, np.ndarray))
+    arrays = sum(_resident(v) for v in vars(model).values())
+    arrays += sum(_resident(v) for v in vars(model.memory).values())
     strings = sum(len(s) + 56 for s in model.strings)
     return 2 * (arrays + strings)
 

@@ -2,7 +2,8 @@
 
 Each field becomes a numpy column through one list comprehension over the
 complete events (no per-event Python work beyond attribute reads), then numpy
-does the rest: ordering, lane assignment, the host nesting and the launch join.
+does the rest: ordering, lane assignment, the host nesting (:mod:`.nesting`)
+and the launch join.
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ from tb_diagnostics.trace.categories import (
 )
 from tb_diagnostics.trace.decode import ABSENT
 from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents, TraceMeta, TraceModel
+from tb_diagnostics.trace.nesting import nest
 
 _DEVICE_KIND_VALUES = np.asarray(sorted(int(k) for k in DEVICE_KINDS), dtype=np.uint8)
 _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtime_version",
                    "cuda_driver_version", "trace_name", "display_time_unit")
 _FLOW_PHASES = frozenset({"s", "f", "t"})
-#: Rows per chunk of the nesting loop: its Python lists cost ~32 bytes per row and column.
-_NEST_CHUNK = 1 << 12
 _MAX_TS_US = 1e17
 #: Kinds a launch flow can start or end on.
 _LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
@@ -258,6 +258,11 @@ class ModelBuilder:
         columns = {field: _take(col(key, dtype), order) for field, (key, dtype) in named.items()}
         for field in _NARROWABLE_IDS:
             columns[field] = _narrow_ids(columns[field])
+        if len(self.intern.strings) < _INT16_LIMIT:
+            for field in _STRING_ID_COLUMNS:
+                columns[field] = _as_int16(columns[field])
+        if len(keys) < _INT16_LIMIT:
+            lane_col = _as_int16(lane_col)
         end = start + dur
         warnings = []
         if self.skipped:
@@ -272,7 +277,7 @@ class ModelBuilder:
             correlation=corr,
             stream=_take(stream, order),
             device=_take(device, order),
-            parent=_nest(kind, lane_col, start, end, is_dev),
+            parent=nest(kind, lane_col, start, end, is_dev),
             launcher=_join_launches(kind, corr),
             lanes=lanes,
             memory=_memory(self.memory, origin),
@@ -390,6 +395,18 @@ def _narrow_ids(column: np.ndarray) -> np.ndarray:
     return column
 
 
+#: Index columns are int16 when every index fits (traces with fewer than 32767
+#: distinct strings, or threads and streams): half the memory of int32.
+_INT16_LIMIT = np.iinfo(np.int16).max
+_STRING_ID_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "launch_shape")
+
+
+def _as_int16(column: np.ndarray) -> np.ndarray:
+    if column.strides == (0,) and column.size:
+        return _constant(column[0], column.shape[0], np.int16)
+    return column.astype(np.int16)
+
+
 def _writable(column: np.ndarray) -> np.ndarray:
     return column if column.flags.writeable else column.copy()
 
@@ -416,44 +433,6 @@ def _lane_label(is_dev: bool, pid: str, tid: str, process_names: dict[str, str],
         return f"GPU {pid} · stream {stream}"
     thread = thread_names.get((pid, tid))
     return f"{process_names.get(pid, 'process ' + pid)} · {thread or 'thread ' + tid}"
-
-
-def _nest(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray,
-          is_dev: np.ndarray) -> np.ndarray:
-    """Parent of every host row: the innermost earlier row on the same thread containing its start.
-
-    Rows are already ordered by (start, longer first). A row that starts inside
-    an open row is its child even if it overruns it by rounding; a row that
-    starts at or after an open row's end closes it.
-    """
-    n = kind.shape[0]
-    parent = np.full(n, NO_ID, dtype=np.int32)
-    host = np.flatnonzero(~is_dev & (kind != Kind.TRACE)).astype(np.int32)
-    if not host.size:
-        return parent
-    by_lane = host[np.argsort(lane[host], kind="stable")]
-    del host
-    stack_rows: list[int] = []
-    stack_ends: list[float] = []
-    current = None
-    # In chunks, so the Python lists the loop needs stay small on huge traces.
-    for c0 in range(0, by_lane.size, _NEST_CHUNK):
-        rows = by_lane[c0:c0 + _NEST_CHUNK]
-        found: list[int] = []
-        for r, ln, s, e in zip(rows.tolist(), lane[rows].tolist(), start[rows].tolist(),
-                               end[rows].tolist(), strict=True):
-            if ln != current:
-                current = ln
-                stack_rows.clear()
-                stack_ends.clear()
-            while stack_ends and s >= stack_ends[-1]:
-                stack_ends.pop()
-                stack_rows.pop()
-            found.append(stack_rows[-1] if stack_rows else NO_ID)
-            stack_rows.append(r)
-            stack_ends.append(e)
-        parent[rows] = found
-    return parent
 
 
 def _join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:

@@ -99,8 +99,8 @@ class TraceModel:
     path: str
     strings: list[str]
     kind: np.ndarray  # uint8, a trace.categories.Kind
-    name: np.ndarray  # int32 into `strings`
-    lane: np.ndarray  # int32 into `lanes`
+    name: np.ndarray  # index into `strings` (int16 when every index fits, else int32)
+    lane: np.ndarray  # index into `lanes` (int16 when every index fits, else int32)
     start: np.ndarray  # float64 µs since origin
     dur: np.ndarray  # float64 µs
     correlation: np.ndarray  # int64, NO_ID where absent
@@ -112,10 +112,10 @@ class TraceModel:
     nbytes: np.ndarray  # float64 bytes moved by memcpy/memset, NaN elsewhere
     python_id: np.ndarray  # python_function id (int32 or int64, as external_id), NO_ID
     python_parent: np.ndarray  # python_function parent id (as python_id), NO_ID
-    call_stack: np.ndarray  # int32 into `strings` (2021 "Call stack" arg), NO_ID
-    input_dims: np.ndarray  # int32 into `strings` (JSON of "Input Dims"), NO_ID
-    input_types: np.ndarray  # int32 into `strings` (JSON of "Input type"), NO_ID
-    launch_shape: np.ndarray  # int32 into `strings` (JSON of a kernel's [grid, block]), NO_ID
+    call_stack: np.ndarray  # as name (2021 "Call stack" arg), NO_ID
+    input_dims: np.ndarray  # as name (JSON of "Input Dims"), NO_ID
+    input_types: np.ndarray  # as name (JSON of "Input type"), NO_ID
+    launch_shape: np.ndarray  # as name (JSON of a kernel's [grid, block]), NO_ID
     lanes: list[Lane]
     memory: MemoryEvents
     meta: TraceMeta

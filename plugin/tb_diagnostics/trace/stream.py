@@ -28,7 +28,8 @@ import msgspec
 
 from tb_diagnostics.trace.decode import GZIP_MAGIC, Event, TraceFile
 
-#: 1 MiB: measured as fast as larger blocks, with a smaller peak (fewer structs alive).
+#: 128 KiB: the decoded structs of one block are the parse's only per-event objects;
+#: measured 1.3 MB lower peak than 1 MiB blocks on a 50 MB trace, for ~10 % more time.
 BLOCK_BYTES = 1 << 17
 #: How far into the file the ``traceEvents`` key may start (metadata keys precede it).
 MAX_PREFIX_BYTES = 64 << 20

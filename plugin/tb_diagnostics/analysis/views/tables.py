@@ -60,6 +60,8 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     m = analysis.model
     ops = analysis.op_rows
     n_win = len(analysis.windows)
+    # First, while little else is alive: it walks the op ancestry of every op (peak memory).
+    nested = _recursive(analysis, ops)
     name_ids, entry = m.name_groups(ops)
     n = name_ids.shape[0]
     win = window_of_rows(analysis, ops)
@@ -70,9 +72,9 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     del ok
     self_cpu = np.bincount(entry, weights=m.self_time(ops), minlength=n)
     dur = m.dur[ops]
-    dur[_recursive(analysis, ops)] = 0.0  # already inside an op of the same name
+    dur[nested] = 0.0  # already inside an op of the same name
     total_cpu = np.bincount(entry, weights=dur, minlength=n)
-    del dur
+    del dur, nested
 
     acts = m.device_activity_rows
     op_of = launching_op(analysis)

@@ -230,6 +230,8 @@ export class App {
     this.chart.setData(s.steps, index);
     this.table.setData(s.steps, index);
     this.selectStep(index);
+    // For bench/run_paint.py: when the summary (headline, steps, findings) is on screen.
+    requestAnimationFrame(() => performance.mark("tbd-summary-painted"));
   }
 
   defaultStep(s) {
@@ -282,6 +284,7 @@ export class App {
     this.timeline.setData(res.timeline, focus);
     if (this.state.zoom && !focus.length) this.timeline.setView(...this.state.zoom.split(",").map(Number));
     document.body.dataset.ready = "true";
+    requestAnimationFrame(() => performance.mark("tbd-step-painted"));
   }
 
   /** A finding's evidence: open the step that holds the event, outline it in the timeline. */
