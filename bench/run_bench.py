@@ -1,7 +1,8 @@
 """The load benchmark: our cold and warm "ready" time and peak memory against the floors
 (``orjson.loads``, ``json.loads``) and torch-tb-profiler, on the same files, in one run.
 
-    python bench/run_bench.py [--sizes 50 200 500] [--repeat 1] [--no-peer] [--out bench/out]
+    python bench/run_bench.py [--sizes 50 200 500] [--repeat 1] [--no-peer] [--no-paint]
+                              [--out bench/out]
 
 Large CPU traces are generated reproducibly with ``workloads/05_tiny_ops.py`` (seeded, with
 ``record_shapes``) the first time, at about 50, 200 and 500 MB uncompressed, plus gzipped
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 500], metavar="MB")
     p.add_argument("--repeat", type=int, default=1, help="take the best of N runs of each")
     p.add_argument("--no-peer", action="store_true", help="skip torch-tb-profiler")
+    p.add_argument("--no-paint", action="store_true",
+                   help="skip the tab's paint times in Chromium (run_paint.py)")
+    p.add_argument("--paint-sizes", type=int, nargs="+", default=[50, 200], metavar="MB")
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
     files = ensure_traces(args.sizes)
@@ -163,10 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     if "error" not in base:
         print(f"\nours RSS includes {base['peak_rss_mb']:.1f} MB of interpreter, numpy and "
               "engine, resident before the first byte is read")
+    paint = []
+    if not args.no_paint:
+        from run_paint import chromium_path, measure_paint, paint_table
+
+        if chromium_path() is None:
+            print("\nno chromium/playwright here: the tab's paint times are skipped",
+                  file=sys.stderr)
+        else:
+            paint = measure_paint([f for f in ensure_traces(args.paint_sizes)
+                                   if f.suffix == ".json"], repeat=3)
+            print("\nthe tab, in headless Chromium (times from the tab's frame starting to load; "
+                  "whole page: from navigation, TensorBoard's shell included)")
+            print(paint_table(paint))
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "python": platform.python_version(),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-              "baseline_rss_mb": base.get("peak_rss_mb"), "rows": rows}
+              "baseline_rss_mb": base.get("peak_rss_mb"), "rows": rows, "paint": paint}
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
     print(f"\nwritten {args.out / 'results.json'}", file=sys.stderr)
     return 0

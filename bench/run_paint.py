@@ -107,7 +107,11 @@ def measure_file(trace: Path, repeat: int, browser) -> dict:
                 runs.append(_paint(browser, f"{url}/#diagnostics&p.diagnostics.run={run}"))
         finally:
             proc.terminate()
-            proc.wait(10)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     best = {k: min(r[k] for r in runs) for k in runs[0]}
     return {"file": str(trace.relative_to(REPO)), "mb_json": trace.stat().st_size / 1e6,
             "server_ready_s": ready_s, "span_route_kb": len(body) / 1e3, **best}
@@ -133,38 +137,56 @@ def _paint(browser, url: str) -> dict:
         context.close()
 
 
+def chromium_path() -> str | None:
+    """Debian's chromium, when it and playwright are both installed."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return None
+    return shutil.which("chromium")
+
+
+def measure_paint(traces: list[Path], repeat: int) -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROME_ARGS)
+        try:
+            for t in traces:
+                print(f"painting {t.relative_to(REPO)}…", file=sys.stderr)
+                rows.append(measure_file(t, repeat, browser))
+        finally:
+            browser.close()
+    return rows
+
+
+def paint_table(rows: list[dict]) -> str:
+    head = ("file", "JSON MB", "server ready s", "span route kB", "summary painted s",
+            "step painted s", "whole page s")
+    lines = [head] + [(Path(r["file"]).parent.name, f"{r['mb_json']:.0f}",
+                       f"{r['server_ready_s']:.2f}", f"{r['span_route_kb']:.1f}",
+                       f"{r['summary_s']:.2f}", f"{r['step_s']:.2f}", f"{r['page_s']:.2f}")
+                      for r in rows]
+    widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(x, widths, strict=True))
+                     for x in lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[50, 200], metavar="MB")
     p.add_argument("--repeat", type=int, default=3, help="best of N page loads")
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
-    chromium = shutil.which("chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        chromium = None
-    if chromium is None:
+    if chromium_path() is None:
         raise SystemExit("needs Debian's chromium (apt-get install chromium) and playwright")
     sys.path.insert(0, str(HERE))
     from run_bench import ensure_traces
 
-    traces = [t for t in ensure_traces(args.sizes) if t.suffix == ".json"]
-    rows = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROME_ARGS)
-        try:
-            for t in traces:
-                print(f"measuring {t.relative_to(REPO)}…", file=sys.stderr)
-                rows.append(measure_file(t, args.repeat, browser))
-        finally:
-            browser.close()
-    print(f"{'file':>16}  {'JSON MB':>7}  {'server ready s':>14}  {'span route kB':>13}  "
-          f"{'summary painted s':>17}  {'step painted s':>14}  {'whole page s':>12}")
-    for r in rows:
-        print(f"{Path(r['file']).parent.name:>16}  {r['mb_json']:7.0f}  "
-              f"{r['server_ready_s']:14.2f}  {r['span_route_kb']:13.1f}  "
-              f"{r['summary_s']:17.2f}  {r['step_s']:14.2f}  {r['page_s']:12.2f}")
+    rows = measure_paint([t for t in ensure_traces(args.sizes) if t.suffix == ".json"],
+                         args.repeat)
+    print(paint_table(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "paint.json").write_text(json.dumps(
         {"when": time.strftime("%Y-%m-%d %H:%M:%S"),

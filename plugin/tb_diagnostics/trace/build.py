@@ -21,11 +21,14 @@ from tb_diagnostics.trace.categories import (
     LAUNCHER_KINDS,
     Kind,
 )
-from tb_diagnostics.trace.decode import ABSENT
+from tb_diagnostics.trace.decode import ABSENT, NO_RAW
 from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents, TraceMeta, TraceModel
 from tb_diagnostics.trace.nesting import nest
 
 _DEVICE_KIND_VALUES = np.asarray(sorted(int(k) for k in DEVICE_KINDS), dtype=np.uint8)
+#: kind → is a device kind, as a lookup table (faster than np.isin per batch).
+_IS_DEVICE_KIND = np.zeros(256, dtype=bool)
+_IS_DEVICE_KIND[_DEVICE_KIND_VALUES] = True
 _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtime_version",
                    "cuda_driver_version", "trace_name", "display_time_unit")
 _FLOW_PHASES = frozenset({"s", "f", "t"})
@@ -160,7 +163,7 @@ class ModelBuilder:
         dur[~((dur >= 0) & (dur < _MAX_TS_US))] = 0.0  # missing, NaN, negative, absurd: instant
         cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
         kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
-        is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
+        is_dev = _IS_DEVICE_KIND[kind]
         lane_ids = self.lane_ids
         lane = np.asarray([lane_ids.setdefault(k, len(lane_ids)) for k in
                            zip(is_dev.tolist(), [e.pid for e in xs], [e.tid for e in xs],
@@ -182,7 +185,9 @@ class ModelBuilder:
             stack=intern.optional([a.call_stack for a in args]),
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
-            shape=intern.raw([_launch_shape(a) for a in args], compact=True),
+            # Only kernels record grid and block: skip the call for everything else.
+            shape=intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
+                              else _launch_shape(a) for a in args], compact=True),
         )
         for e in events:
             ph = e.ph
