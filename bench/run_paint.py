@@ -2,8 +2,9 @@
 
     python bench/run_paint.py [--sizes 50 200] [--repeat 3] [--out bench/out]
 
-For each benchmark trace (made by ``run_bench.py``), starts TensorBoard on a log dir
-that holds only that trace (hard-linked, not copied, where the file system allows),
+For each benchmark trace (made by ``run_bench.py``), starts TensorBoard (its own
+plugins and ours, no other dynamic plugin) on a log dir that holds only that trace
+(hard-linked, not copied, where the file system allows),
 asks the plugin for the span until it is analysed (the "ready" of run_bench.py, here
 through the HTTP route), then opens the Diagnostics tab in Debian's Chromium via
 Playwright and reads the tab's own performance marks:
@@ -61,12 +62,23 @@ def _get(url: str) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
+#: TensorBoard with its own plugins and ours only: another dynamic plugin on this machine
+#: (torch-tb-profiler, installed for run_bench.py) would parse the same trace in the
+#: background, in processes that outlive a killed server.
+_TENSORBOARD = (
+    "from absl import app\n"
+    "from tensorboard import default, main_lib, program\n"
+    "from tb_diagnostics.tb_plugin import DiagnosticsPlugin\n"
+    "main_lib.global_init()\n"
+    "tb = program.TensorBoard(plugins=default.get_static_plugins() + [DiagnosticsPlugin])\n"
+    "app.run(tb.main, flags_parser=tb.configure)\n"
+)
+
+
 def _start_tensorboard(logdir: Path, cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    exe = Path(sys.executable).with_name("tensorboard")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "tensorboard.main"]
-    proc = subprocess.Popen([*cmd, "--logdir", str(logdir), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=log.open("w"),
+    proc = subprocess.Popen([sys.executable, "-c", _TENSORBOARD, "--logdir", str(logdir),
+                             "--host", "127.0.0.1", "--port", str(port)], stdout=log.open("w"),
                             stderr=subprocess.STDOUT,
                             env={**os.environ, "TB_DIAGNOSTICS_CACHE": str(cache)})
     url = f"http://127.0.0.1:{port}"

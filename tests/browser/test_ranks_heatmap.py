@@ -71,3 +71,29 @@ def test_heatmap_of_the_shared_two_ranks(page, start_tensorboard, tmp_path, arti
     finally:
         page.goto("about:blank")
         tb.stop()
+
+
+def test_run_findings_link_to_the_rank_steps_that_show_them(page, start_tensorboard, tmp_path):
+    log = tmp_path / "log"
+    shutil.copytree(REPO / "log" / RUN, log / RUN)
+    tb = start_tensorboard(log)
+    try:
+        page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={RUN}")
+        frame = page.frame_locator(FRAME)
+        expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
+        straggler = frame.locator(".run-finding", has_text="distributed-straggler")
+        late = straggler.locator(".run-cell").first
+        expect(late).to_contain_text("rank 1 · step 3")
+        expect(late).to_contain_text("late by")
+        # The keyboard reaches it too: a real button.
+        late.focus()
+        late.press("Enter")
+        page.wait_for_function("location.hash.includes('p.diagnostics.worker=rank1')")
+        page.wait_for_function("location.hash.includes('p.diagnostics.step=3')")
+        expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
+        # The rank that was on time, same step, for comparison.
+        straggler.locator(".run-cell").nth(1).click()
+        page.wait_for_function("location.hash.includes('p.diagnostics.worker=rank0')")
+    finally:
+        page.goto("about:blank")
+        tb.stop()

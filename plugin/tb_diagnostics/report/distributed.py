@@ -30,8 +30,8 @@ def run_table(run: dict[str, Any]) -> RunTable | None:
             backend = backend or d.get("backend")
             spans.append(span["span"])
             for s in d["steps"]:
-                if s["step"] is not None:
-                    merged.setdefault(int(s["step"]), s)
+                if s["step"] is not None:  # each step remembers the span it is in
+                    merged.setdefault(int(s["step"]), {**s, "span": span["span"]})
         if rank is not None:
             ranks.append(RankSteps(rank=int(rank), worker=w["worker"],
                                    span=spans[0] if spans else "", steps=merged))
@@ -48,6 +48,7 @@ def _cell(step: int, e: dict[str, Any]) -> dict[str, Any]:
     exposed = e.get("exposed_comm_us") or 0.0
     return {
         "step": step,
+        "span": e.get("span"),
         "wall_us": e["wall_us"],
         "comm_us": comm,
         "exposed_comm_us": exposed,

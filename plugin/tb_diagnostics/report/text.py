@@ -167,7 +167,13 @@ def _findings_text(span: dict[str, Any]) -> list[str]:
         lines.extend(textwrap.wrap(f"[{f['severity']}] {f['rule']}: {f['message']}{tail}",
                                    width=100, initial_indent="    ",
                                    subsequent_indent="        ", break_on_hyphens=False))
+        lines.extend(f"        open {_cell_text(c)}" for c in f.get("cells", []))
     return lines
+
+
+def _cell_text(c: dict[str, Any]) -> str:
+    """A run finding's rank step: where to look, and what is there."""
+    return f"rank {c['rank']} step {c['step']} ({c['worker']}, span {c['span']}): {c['why']}"
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -205,7 +211,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if r.get("findings"):
             out.append(f"## `{r['run']}` · {len(r.get('ranks', []))} ranks")
             out.append("")
-            out.extend(f"- **{f['severity']}** `{f['rule']}`: {f['message']}"
-                       for f in r["findings"])
+            for f in r["findings"]:
+                out.append(f"- **{f['severity']}** `{f['rule']}`: {f['message']}")
+                out.extend(f"  - open {_cell_text(c)}" for c in f.get("cells", []))
             out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -41,14 +41,37 @@ class RunTable:
 
 
 @dataclass(frozen=True)
+class RankStep:
+    """Run-level evidence: one rank's step to open (in the tab: a link to it)."""
+
+    rank: int
+    worker: str
+    span: str
+    step: int
+    why: str  # what to look at there, e.g. "late by 32.03 ms"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "worker": self.worker, "span": self.span,
+                "step": self.step, "why": self.why}
+
+
+def rank_step(r: RankSteps, step: int, why: str) -> RankStep:
+    return RankStep(rank=r.rank, worker=r.worker, span=r.steps[step].get("span") or r.span,
+                    step=step, why=why)
+
+
+@dataclass(frozen=True)
 class RunFinding(Finding):
-    """A run-level finding: also names the ranks (and their workers) it is about."""
+    """A run-level finding: also names the ranks (and their workers) it is about, and the
+    rank steps that show it (``cells``)."""
 
     ranks: list[int] = field(default_factory=list)
     workers: list[str] = field(default_factory=list)
+    cells: list[RankStep] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "ranks": list(self.ranks), "workers": list(self.workers)}
+        return {**super().to_dict(), "ranks": list(self.ranks), "workers": list(self.workers),
+                "cells": [c.to_dict() for c in self.cells]}
 
 
 @dataclass(frozen=True)

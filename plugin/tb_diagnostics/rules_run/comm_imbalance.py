@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass
 
 from tb_diagnostics.rules._util import fmt_us, steps_text
-from tb_diagnostics.rules_run.base import RunFinding, RunRule, RunTable, rank_label
+from tb_diagnostics.rules_run.base import RunFinding, RunRule, RunTable, rank_label, rank_step
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,20 @@ def check(table: RunTable, th: Thresholds) -> list[RunFinding]:
                f"{steps_text(steps)}: {rank_label(w)} spends {fmt_us(mean_comm(waiter))} per "
                f"step in them, {rank_label(s_)} {fmt_us(mean_comm(slow))}; the fast ranks "
                f"wait for {rank_label(s_)}.")
+    worst = max(steps, key=lambda s: hits[s][2])
+    hi, lo, _ = hits[worst]
+
+    def in_comm(i: int) -> str:
+        return f"{fmt_us(float(table.ranks[i].steps[worst].get('comm_us') or 0.0))} in collectives"
+
+    cells = [rank_step(table.ranks[hi], worst, in_comm(hi)),
+             rank_step(table.ranks[lo], worst, in_comm(lo))]
     return [RunFinding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title, message=message, steps=steps,
         evidence=[], savings_us=mean_spread,
         confirm=("compare comm_us across ranks in the ranks × steps table: after balancing, "
                  "the spread should shrink"),
-        ranks=[w.rank, s_.rank], workers=[w.worker, s_.worker])]
+        ranks=[w.rank, s_.rank], workers=[w.worker, s_.worker], cells=cells)]
 
 
 RULE = RunRule(id="comm-imbalance", title="Communication time imbalanced across ranks",

@@ -32,7 +32,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tb_diagnostics.rules._util import fmt_us, steps_text
-from tb_diagnostics.rules_run.base import RankSteps, RunFinding, RunRule, RunTable, rank_label
+from tb_diagnostics.rules_run.base import (
+    RankSteps,
+    RunFinding,
+    RunRule,
+    RunTable,
+    rank_label,
+    rank_step,
+)
 
 
 @dataclass(frozen=True)
@@ -126,13 +133,19 @@ def check(table: RunTable, th: Thresholds) -> list[RunFinding]:
         message += (f"; meanwhile the others waited in {waited}." if waited
                     else "; meanwhile the others waited.")
         share = mean_late / median_step if median_step > 0 else 0.0
+        # The late rank's worst step, and the same step of the rank that arrived first.
+        lateness = _lateness(table, worst)
+        first = min((j for j in lateness if j != i), key=lambda j: lateness[j], default=None)
+        cells = [rank_step(rank, worst, f"late by {fmt_us(by_step[worst])}")]
+        if first is not None:
+            cells.append(rank_step(table.ranks[first], worst, "on time, for comparison"))
         out.append(RunFinding(
             rule=RULE.id, severity="critical" if share >= th.critical_share else RULE.severity,
             title=RULE.title, message=message, steps=list(steps), evidence=[],
             savings_us=mean_late,
             confirm=(f"open {rank_label(rank)}'s step {worst} and compare it with another "
                      f"rank's: the time before its first collective should be the difference"),
-            ranks=[rank.rank], workers=[rank.worker]))
+            ranks=[rank.rank], workers=[rank.worker], cells=cells))
     return out
 
 

@@ -52,8 +52,19 @@ export class RanksView {
     if (this.el.hidden) return;
     this.steps = [...new Set(ranks.flatMap((r) => r.steps.map((c) => c.step)))].sort((a, b) => a - b);
     fill(this.findings, (res.findings || []).map((f) =>
-      h("div", { class: `run-finding ${f.severity}` }, h("b", null, `${f.rule}: `), f.message)));
+      h("div", { class: `run-finding ${f.severity}` }, h("b", null, `${f.rule}: `), f.message,
+        (f.cells || []).length ? h("div", { class: "run-cells" }, f.cells.map((c) =>
+          h("button", { type: "button", class: "run-cell", title: `open ${c.worker}, span ${c.span}, step ${c.step}`,
+            onclick: () => this.openCell(c) },
+            h("span", { class: "where" }, `rank ${c.rank} · step ${c.step}`), h("span", { class: "why" }, c.why)))) : null)));
     this.draw();
+  }
+
+  /** A run finding's evidence: open that rank's step, as a click on its cell does. */
+  openCell(c) {
+    const rank = this.ranks.find((r) => r.rank === c.rank && r.worker === c.worker);
+    const cell = rank?.steps.find((x) => x.step === c.step);
+    if (cell) this.onOpen(rank, cell);
   }
 
   draw() {

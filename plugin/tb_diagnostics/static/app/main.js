@@ -173,7 +173,7 @@ export class App {
   }
 
   openRankStep(rank, cell) {
-    this.setState({ worker: rank.worker, span: rank.span });
+    this.setState({ worker: rank.worker, span: cell.span || rank.span });
     this.pick(this.picker.setRuns(this.runs.runs, this.state));
     this.setState({ step: String(cell.step) }); // after pick, which clears it on a change
   }
