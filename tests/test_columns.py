@@ -13,7 +13,8 @@ from conftest import GPU_PID, TraceBuilder
 from tb_diagnostics.analysis.intervals import union, union_of_rows
 from tb_diagnostics.analysis.steps import per_window_sum, window_index
 from tb_diagnostics.trace import load_trace_bytes
-from tb_diagnostics.trace.build import ModelBuilder, _GrowingColumn
+from tb_diagnostics.trace.build import ModelBuilder
+from tb_diagnostics.trace.columns import GrowingColumn
 from tb_diagnostics.trace.decode import decode
 from tb_diagnostics.trace.model import NO_ID, row_indices
 
@@ -24,7 +25,7 @@ def _model(trace: TraceBuilder):
 
 def test_growing_column_equals_the_joined_batches():
     rng = np.random.default_rng(0)
-    col = _GrowingColumn(np.int64, NO_ID)
+    col = GrowingColumn(np.int64, NO_ID)
     batches = []
     for i in range(300):
         size = int(rng.integers(0, 500))
@@ -37,7 +38,7 @@ def test_growing_column_equals_the_joined_batches():
 
 
 def test_a_column_without_any_value_is_a_constant_read_only_view():
-    col = _GrowingColumn(np.float64, np.nan)
+    col = GrowingColumn(np.float64, np.nan)
     for _ in range(10):
         col.extend(np.full(1000, np.nan))
     out = col.take()

@@ -19,6 +19,8 @@ from tb_diagnostics.trace.model import TraceModel
 
 #: How many example rows each node keeps for evidence links.
 EXAMPLE_ROWS = 3
+#: Host rows per pass when building a tree.
+_CHUNK = 1 << 12
 
 KIND_LABEL = {
     Kind.CPU_OP: "op",
@@ -111,29 +113,41 @@ def call_tree(model: TraceModel, step_row: int, host_start: float, host_end: flo
     host = host[(model.start[host] >= host_start) & (model.start[host] < host_end)]
     host = host[(model.kind[host] != Kind.PYTHON) & (host != step_row)]
     self_t = model.self_time()
-    node_of: dict[int, CallNode] = {}
     step_lane = int(model.lane[step_row]) if step_row >= 0 else -1
     strings = model.strings
-    columns = (host.tolist(), model.parent[host].tolist(), model.kind[host].tolist(),
-               model.lane[host].tolist(), model.name[host].tolist(), model.dur[host].tolist(),
-               self_t[host].tolist())
-    for r, p, k, ln, name, dur, self_us in zip(*columns, strict=True):
-        parent_node = node_of.get(p)
-        if parent_node is None:
-            if ln == step_lane or step_row < 0:
-                parent_node = root
-            else:
-                label = model.lanes[ln].label
-                parent_node = root.child(label, "thread")
-                if not parent_node.rows:
-                    parent_node.rows.append(-1)  # a grouping node, no row of its own
-        node = parent_node.child(strings[name], _LABEL_OF[k])
-        node.add(r, dur, self_us)
-        node_of[r] = node
+    # The node of each host row, by row offset from the first: the step's rows are one
+    # contiguous range of the model (rows are in start order), and a list is a tenth of
+    # the memory of a dict over every call of a long step.
+    lo = int(host[0]) if host.size else 0
+    node_at: list[CallNode | None] = [None] * (int(host[-1]) - lo + 1 if host.size else 0)
+
+    def node_of(row: int) -> CallNode | None:
+        i = row - lo
+        return node_at[i] if 0 <= i < len(node_at) else None
+
+    # A chunk of rows at a time: the per-row Python lists stay small on huge steps.
+    for c0 in range(0, host.shape[0], _CHUNK):
+        part = host[c0:c0 + _CHUNK]
+        columns = (part.tolist(), model.parent[part].tolist(), model.kind[part].tolist(),
+                   model.lane[part].tolist(), model.name[part].tolist(),
+                   model.dur[part].tolist(), self_t[part].tolist())
+        for r, p, k, ln, name, dur, self_us in zip(*columns, strict=True):
+            parent_node = node_of(p)
+            if parent_node is None:
+                if ln == step_lane or step_row < 0:
+                    parent_node = root
+                else:
+                    label = model.lanes[ln].label
+                    parent_node = root.child(label, "thread")
+                    if not parent_node.rows:
+                        parent_node.rows.append(-1)  # a grouping node, no row of its own
+            node = parent_node.child(strings[name], _LABEL_OF[k])
+            node.add(r, dur, self_us)
+            node_at[r - lo] = node
 
     for a in activity_rows.tolist():
         launcher = int(model.launcher[a])
-        parent_node = node_of.get(launcher, root)
+        parent_node = node_of(launcher) or root
         node = parent_node.child(model.name_of(a), _LABEL_OF[int(model.kind[a])])
         node.add(a, float(model.dur[a]))
         node.device_us += float(model.dur[a])

@@ -43,14 +43,21 @@ _EPS_US = 0.5
 
 @dataclass(frozen=True)
 class PythonIndex:
-    """``python_function`` rows and their id → row map."""
+    """``python_function`` rows, and their ``Python id`` → row map as two sorted arrays
+    (a dict over every frame of a ``with_stack`` trace would cost megabytes)."""
 
     rows: np.ndarray  # PYTHON rows, in model (start) order
-    by_id: dict[int, int]
+    ids: np.ndarray  # distinct Python ids, sorted
+    id_rows: np.ndarray  # the row of each id (the last one, where an id repeats)
 
     @property
     def present(self) -> bool:
         return bool(self.rows.size)
+
+    def row_of(self, python_id: int) -> int:
+        """The frame row with this Python id, or -1."""
+        i = int(np.searchsorted(self.ids, python_id))
+        return int(self.id_rows[i]) if i < self.ids.shape[0] and self.ids[i] == python_id else -1
 
 
 @computed
@@ -59,8 +66,12 @@ def python_index(analysis: SpanAnalysis) -> PythonIndex:
     rows = m.rows_of({Kind.PYTHON})
     ids = m.python_id[rows]
     keep = ids >= 0
-    return PythonIndex(rows=rows, by_id=dict(zip(ids[keep].tolist(), rows[keep].tolist(),
-                                                 strict=True)))
+    ids, with_id = ids[keep], rows[keep]
+    order = np.argsort(ids, kind="stable")
+    ids, with_id = ids[order], with_id[order]
+    last = np.ones(ids.shape[0], dtype=bool)
+    last[:-1] = ids[1:] != ids[:-1]
+    return PythonIndex(rows=rows, ids=ids[last], id_rows=with_id[last])
 
 
 def _innermost_frame(analysis: SpanAnalysis, row: int) -> int:
@@ -100,7 +111,7 @@ def python_stack(analysis: SpanAnalysis, row: int) -> list[tuple[int, str]]:
             seen.add(frame)
             out.append((frame, m.name_of(frame)))
             parent_id = int(m.python_parent[frame])
-            nxt = idx.by_id.get(parent_id, -1) if parent_id >= 0 else -1
+            nxt = idx.row_of(parent_id) if parent_id >= 0 else -1
             if nxt < 0:
                 # No id chain (or a broken one): continue through the thread nesting.
                 p = int(m.parent[frame])

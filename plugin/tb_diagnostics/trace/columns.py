@@ -1,0 +1,119 @@
+"""Column storage for the model builder: columns filled batch by batch, and constants.
+
+A trace is decoded in bounded pieces; each piece adds a slice to every column.
+:class:`GrowingColumn` keeps the slices in one buffer that doubles when full, so
+joining them costs nothing and no scattered small arrays are left behind; a
+column that never gets a value is only a count, and comes out as a read-only view
+of one value (:func:`constant`), which costs no memory per row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.trace.model import NO_ID
+
+
+class GrowingColumn:
+    """One column filled batch by batch, in one buffer that doubles when full.
+
+    One large buffer instead of a list of small per-batch arrays: joining those
+    needs the parts and the whole at once, and the freed parts stay scattered
+    through the heap. The doubled buffer's unused tail is never touched, so it
+    costs address space, not memory. A column that has had no value yet is only
+    a count (constant columns cost nothing).
+    """
+
+    __slots__ = ("absent", "data", "dtype", "n")
+
+    def __init__(self, dtype: Any, absent: Any) -> None:
+        self.dtype = dtype
+        self.absent = absent
+        self.data: np.ndarray | None = None
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        m = values.shape[0]
+        if self.data is None:
+            if self.absent is not None and all_absent(values, self.absent):
+                self.n += m
+                return
+            self.data = np.empty(max(2 * (self.n + m), 1 << 14), dtype=self.dtype)
+            if self.n:
+                self.data[: self.n] = self.absent
+        elif self.n + m > self.data.shape[0]:
+            grown = np.empty(2 * (self.n + m), dtype=self.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n : self.n + m] = values
+        self.n += m
+
+    def take(self) -> np.ndarray:
+        if self.data is None:
+            if self.absent is None:
+                return np.zeros(self.n, dtype=self.dtype)
+            return constant(self.absent, self.n, self.dtype)
+        out, self.data = self.data[: self.n], None
+        return out
+
+
+def all_absent(values: np.ndarray, absent: Any) -> bool:
+    if type(absent) is float and math.isnan(absent):
+        return bool(np.isnan(values).all())
+    return bool((values == absent).all())
+
+
+def constant(value: Any, n: int, dtype: Any) -> np.ndarray:
+    """``n`` copies of ``value`` as a read-only view of one element."""
+    return np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
+
+
+def take(column: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``column[order]``; a constant column stays a constant view."""
+    if column.ndim == 1 and column.strides == (0,):
+        return column[: order.shape[0]]
+    return column[order]
+
+
+def narrow_ids(column: np.ndarray) -> np.ndarray:
+    """int32 when every value fits, else as it is (a constant stays a constant)."""
+    if column.strides == (0,) or column.dtype != np.int64 or not column.size:
+        return column
+    if column.min() >= np.iinfo(np.int32).min and column.max() <= np.iinfo(np.int32).max:
+        return column.astype(np.int32)
+    return column
+
+
+def as_int16(column: np.ndarray) -> np.ndarray:
+    """The column as int16 (the caller knows every value fits)."""
+    if column.strides == (0,) and column.size:
+        return constant(column[0], column.shape[0], np.int16)
+    return column.astype(np.int16)
+
+
+def writable(column: np.ndarray) -> np.ndarray:
+    """The column itself, or a copy of it when it is a read-only constant."""
+    return column if column.flags.writeable else column.copy()
+
+
+def ints(values: list) -> np.ndarray:
+    """An int64 column; values outside int64 (hostile ids) become NO_ID."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return np.asarray([v if type(v) is int and -(2**63) <= v < 2**63 else NO_ID
+                           for v in values], dtype=np.int64)
+
+
+def digits(v: Any) -> int:
+    """Numeric value of a pid/tid (``7``, ``"7"``, ``"stream 7"``), else NO_ID."""
+    if type(v) is int:
+        return v if 0 <= v < 2**63 else NO_ID
+    if type(v) is str:
+        v = v.removeprefix("stream ")
+        if v.isascii() and v.isdigit() and len(v) < 19:
+            return int(v)
+    return NO_ID

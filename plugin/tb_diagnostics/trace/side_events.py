@@ -1,0 +1,128 @@
+"""The events that are not complete events: launch flows, memory samples, and the names
+of processes and threads.
+
+They are kept as a few numbers per event in growing columns, never as decoded structs:
+a trace recorded with ``profile_memory=True`` has one memory sample per allocation
+and per free, and launch flows come two per kernel, so holding their structs until
+the end of the file would cost more than the whole model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.trace.categories import (
+    DEVICE_ACTIVITY_KINDS,
+    LAUNCH_FLOW_CATEGORIES,
+    LAUNCHER_KINDS,
+)
+from tb_diagnostics.trace.columns import GrowingColumn, digits, ints, writable
+from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents
+
+_FLOW_PHASES = frozenset({"s", "f", "t"})
+#: Kinds a launch flow can start or end on.
+_LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
+                                 dtype=np.uint8)
+_MEMORY_FIELDS = {"ts": np.float64, "bytes": np.float64, "allocated": np.float64,
+                  "reserved": np.float64, "device_type": np.int64, "device_id": np.int64}
+
+
+class SideEvents:
+    """Collects the non-complete events of a trace, batch by batch."""
+
+    def __init__(self) -> None:
+        self.process_names: dict[str, str] = {}
+        self.thread_names: dict[tuple[str, str], str] = {}
+        # Flows: which end (start on the launching call, end on the activity), the
+        # thread as (pid, tid) text, the time, the id (the correlation id).
+        self.flow_threads: dict[tuple[str, str], int] = {}
+        self.flows = {"end": GrowingColumn(np.bool_, None),
+                      "thread": GrowingColumn(np.int32, None),
+                      "ts": GrowingColumn(np.float64, None), "id": GrowingColumn(np.int64, None)}
+        self.memory = {k: GrowingColumn(t, None) for k, t in _MEMORY_FIELDS.items()}
+
+    def add(self, events: list[Any]) -> None:
+        """Take what is needed from one batch of decoded events (complete ones are skipped)."""
+        f_end: list[bool] = []
+        f_thread: list[int] = []
+        f_ts: list[float] = []
+        f_id: list[int] = []
+        samples: list[Any] = []
+        threads = self.flow_threads
+        for e in events:
+            ph = e.ph
+            if ph == "X":
+                continue
+            if ph in _FLOW_PHASES:
+                if e.cat in LAUNCH_FLOW_CATEGORIES and math.isfinite(e.ts):
+                    fid = e.id if type(e.id) is int else digits(e.id)
+                    if fid != NO_ID:
+                        key = (str(e.pid), str(e.tid))
+                        f_end.append(ph != "s")
+                        f_thread.append(threads.setdefault(key, len(threads)))
+                        f_ts.append(e.ts)
+                        f_id.append(fid)
+            elif ph in ("i", "I"):
+                if e.name == "[memory]" and math.isfinite(e.ts):
+                    samples.append(e)
+            elif ph == "M" and e.args.label is not None:
+                if e.name == "process_name":
+                    self.process_names[str(e.pid)] = e.args.label
+                elif e.name == "thread_name":
+                    self.thread_names[(str(e.pid), str(e.tid))] = e.args.label
+        if f_ts:
+            self.flows["end"].extend(np.asarray(f_end, dtype=np.bool_))
+            self.flows["thread"].extend(np.asarray(f_thread, dtype=np.int32))
+            self.flows["ts"].extend(np.asarray(f_ts, dtype=np.float64))
+            self.flows["id"].extend(ints(f_id))
+        if samples:
+            args = [e.args for e in samples]
+            m = self.memory
+            m["ts"].extend(np.asarray([e.ts for e in samples], dtype=np.float64))
+            m["bytes"].extend(np.asarray([a.mem_bytes for a in args], dtype=np.float64))
+            m["allocated"].extend(np.asarray([a.total_allocated for a in args], dtype=np.float64))
+            m["reserved"].extend(np.asarray([a.total_reserved for a in args], dtype=np.float64))
+            m["device_type"].extend(ints([a.device_type for a in args]))
+            m["device_id"].extend(ints([a.device_id for a in args]))
+
+    def fill_correlations(self, corr: np.ndarray, kind: np.ndarray, is_dev: np.ndarray,
+                          lane_col: np.ndarray, lanes: list[Lane],
+                          ts_abs: np.ndarray) -> np.ndarray:
+        """Launch flows fill in the correlation ids a generation of traces left out.
+
+        A flow start sits on the launching call (same thread and ts), its end on the
+        device activity; the flow id is the correlation id. A later flow with the same
+        end, thread and time wins.
+        """
+        if not self.flows["ts"].n:
+            return corr
+        missing = np.flatnonzero(np.isin(kind, _LINKED_KIND_VALUES) & (corr == NO_ID))
+        if not missing.size:
+            return corr  # every launch and activity has its id: the flows add nothing
+        ends, threads, ts, ids = (self.flows[k].take() for k in ("end", "thread", "ts", "id"))
+        table = dict(zip(zip(ends.tolist(), threads.tolist(), ts.tolist(), strict=True),
+                         ids.tolist(), strict=True))
+        thread_of_lane = [self.flow_threads.get((ln.pid, ln.tid), -1) for ln in lanes]
+        corr = writable(corr)
+        for i in missing.tolist():
+            fid = table.get((bool(is_dev[i]), thread_of_lane[lane_col[i]], float(ts_abs[i])))
+            if fid is not None:
+                corr[i] = fid
+        return corr
+
+    def memory_events(self, origin: float) -> MemoryEvents:
+        """The memory samples, in time order, with times relative to ``origin``."""
+        cols = {k: c.take() for k, c in self.memory.items()}
+        ts = cols["ts"] - origin
+        order = np.argsort(ts, kind="stable")
+        return MemoryEvents(
+            ts=ts[order],
+            nbytes=np.nan_to_num(cols["bytes"], nan=0.0)[order],
+            total_allocated=cols["allocated"][order],
+            total_reserved=cols["reserved"][order],
+            device_type=cols["device_type"][order],
+            device_id=cols["device_id"][order],
+        )
