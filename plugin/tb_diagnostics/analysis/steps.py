@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tb_diagnostics.trace.categories import STEP_NAME, Kind
-from tb_diagnostics.trace.model import TraceModel, row_indices
+from tb_diagnostics.trace.model import ROW_CHUNK, TraceModel, row_indices
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,6 @@ class HostSteps:
     def locate(self, t: np.ndarray) -> np.ndarray:
         """Index of the step whose host window contains each time, or -1."""
         return window_index(self.host_start, self.host_end, t)
-
-
-#: Rows per pass of the per-row window lookups: their temporaries stay a few
-#: hundred kB however many rows a trace has.
-ROW_CHUNK = 1 << 15
 
 
 def window_index(lo: np.ndarray, hi: np.ndarray, t: np.ndarray,

@@ -30,18 +30,20 @@ from tb_diagnostics.trace.categories import (
 NO_ID = -1
 
 
-_ROW_CHUNK = 1 << 15
+#: Rows per pass of the whole-column loops (here and in the analysis): their temporaries
+#: stay a few hundred kB however many rows a trace has.
+ROW_CHUNK = 1 << 15
 
 
 def row_indices(mask: np.ndarray) -> np.ndarray:
     """``np.flatnonzero(mask)`` as int32: row lists are cached by many views, and rows
     always fit (``parent`` and ``launcher`` are int32 too); half the memory of int64."""
-    if mask.shape[0] <= _ROW_CHUNK:
+    if mask.shape[0] <= ROW_CHUNK:
         return np.flatnonzero(mask).astype(np.int32)
     out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32)
     at = 0
-    for a in range(0, mask.shape[0], _ROW_CHUNK):  # no full-length int64 temporary
-        part = np.flatnonzero(mask[a:a + _ROW_CHUNK])
+    for a in range(0, mask.shape[0], ROW_CHUNK):  # no full-length int64 temporary
+        part = np.flatnonzero(mask[a:a + ROW_CHUNK])
         part += a
         out[at:at + part.shape[0]] = part
         at += part.shape[0]
@@ -236,8 +238,8 @@ class TraceModel:
     def _self_time_all(self) -> np.ndarray:
         covered = np.zeros(len(self))
         end = self.end
-        for a in range(0, len(self), _ROW_CHUNK):  # chunks: small temporaries
-            par = self.parent[a:a + _ROW_CHUNK]
+        for a in range(0, len(self), ROW_CHUNK):  # chunks: small temporaries
+            par = self.parent[a:a + ROW_CHUNK]
             child = np.flatnonzero(par >= 0)
             par = par[child]
             child += a

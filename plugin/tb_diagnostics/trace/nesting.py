@@ -19,7 +19,7 @@ in two levels: a short backward scan inside the row's own block of
 :data:`BLOCK` rows (most parents are a few rows back), then, for the rest, a
 binary-lifting search over the blocks' maxima for the latest block that holds
 a qualifying row, and a scan inside that block. All of it is whole-array numpy
-work in chunks of :data:`CHUNK` rows, so the temporaries stay small.
+work in chunks of ``ROW_CHUNK`` rows, so the temporaries stay small.
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from tb_diagnostics.trace.categories import Kind
-from tb_diagnostics.trace.model import NO_ID, row_indices
+from tb_diagnostics.trace.model import NO_ID, ROW_CHUNK, row_indices
 
 #: Rows per block: the backward scan inside a block takes at most this many passes.
+#: ROW_CHUNK, the rows per pass of the whole-array steps, is a multiple of it.
 BLOCK = 32
-#: Rows per pass of the whole-array steps (a multiple of BLOCK).
-CHUNK = 1 << 15
 
 
 def nest(kind: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -67,15 +66,15 @@ def previous_greater(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """For each i, the largest j < i with ``values[j] > thresholds[i]``, else -1 (int32)."""
     m = values.shape[0]
     out = np.full(m, -1, dtype=np.int32)
-    far = [_within_block(values, thresholds, out, c0, min(c0 + CHUNK, m))
-           for c0 in range(0, m, CHUNK)]
+    far = [_within_block(values, thresholds, out, c0, min(c0 + ROW_CHUNK, m))
+           for c0 in range(0, m, ROW_CHUNK)]
     far_rows = np.concatenate(far) if far else np.zeros(0, dtype=np.int32)
     del far
     if not far_rows.size:
         return out
     levels = _block_maxima_levels(values)
-    for c0 in range(0, far_rows.shape[0], CHUNK):
-        _across_blocks(values, thresholds, out, far_rows[c0:c0 + CHUNK], levels)
+    for c0 in range(0, far_rows.shape[0], ROW_CHUNK):
+        _across_blocks(values, thresholds, out, far_rows[c0:c0 + ROW_CHUNK], levels)
     return out
 
 

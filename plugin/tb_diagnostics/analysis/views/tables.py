@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.analysis.steps import ROW_CHUNK, window_index
+from tb_diagnostics.analysis.steps import window_index
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, launching_op
 from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.model import ROW_CHUNK
 
 
 @dataclass(frozen=True)
