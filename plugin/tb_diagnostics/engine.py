@@ -21,9 +21,6 @@ from tb_diagnostics.trace import TraceModel, load_trace
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-# The process pool (2.4 MB resident) is imported where it is used: analysing one file
-# needs none.
-
 #: Upper bound of worker processes, whatever the core count: each holds a model in memory.
 MAX_WORKERS = 8
 
@@ -144,6 +141,7 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
         for f in todo:
             finished(f, span_summary(f, thresholds, cache))
         return out
+    # Imported here, not at the top: 2.4 MB resident that analysing one file never needs.
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
