@@ -27,7 +27,8 @@ def streamed(data: bytes, block: int) -> TraceModel:
     raise AssertionError("no top-level document")
 
 
-STRING_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "launch_shape")
+STRING_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "concrete_inputs",
+                  "launch_shape")
 
 
 def assert_same(a: TraceModel, b: TraceModel) -> None:

@@ -14,6 +14,7 @@ from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.logdir import LogDir, SpanFile
 from tb_diagnostics.report.distributed import add_run_analysis
+from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
 from tb_diagnostics.rules import run_rules
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "notes": [],
         "errors": [error] if error else [],
         "distributed": None,
+        "roofline": None,
     }
     if analysis is None:
         return doc
@@ -88,6 +90,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["verdict"] = headline_verdict(windows)
     doc["steps"] = [step_document(w) for w in windows]
     _add_comm(doc["steps"], analysis)
+    add_step_roofline(doc["steps"], analysis)
+    doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     doc["findings"] = [f.to_dict() for f in run_rules(analysis)]
     if not len(analysis.host_steps):
@@ -97,6 +101,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
             f"of at least {analysis.thresholds.cpu_heavy_self_us:g} µs"
         )
+    doc["notes"].extend(doc["roofline"]["notes"])
     doc["notes"].extend(model.warnings)
     return doc
 

@@ -167,6 +167,7 @@ class ModelBuilder:
             stack=intern.optional([a.call_stack for a in args]),
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
+            concrete=intern.raw([a.concrete_inputs for a in args], compact=True),
             # Only kernels record grid and block: skip the call for everything else.
             shape=intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
                               else _launch_shape(a) for a in args], compact=True),
@@ -224,6 +225,7 @@ class ModelBuilder:
                  "nbytes": ("nbytes", np.float64), "python_id": ("pyid", np.int64),
                  "python_parent": ("pypar", np.int64), "call_stack": ("stack", np.int32),
                  "input_dims": ("dims", np.int32), "input_types": ("types", np.int32),
+                 "concrete_inputs": ("concrete", np.int32),
                  "launch_shape": ("shape", np.int32)}
         columns = {field: take(col(key, dtype), order) for field, (key, dtype) in named.items()}
         for field in _NARROWABLE_IDS:
@@ -264,7 +266,7 @@ class ModelBuilder:
 #: the value that marks "absent" in each.
 _ABSENT_VALUE: dict[str, Any] = {
     **dict.fromkeys(("corr", "ext", "device", "stream", "pyid", "pypar",
-                     "stack", "dims", "types", "shape"), NO_ID),
+                     "stack", "dims", "types", "concrete", "shape"), NO_ID),
     "nbytes": math.nan,
 }
 
@@ -277,7 +279,8 @@ _NARROWABLE_IDS = ("external_id", "python_id", "python_parent")
 #: Index columns are int16 when every index fits (traces with fewer than 32767
 #: distinct strings, or threads and streams): half the memory of int32.
 _INT16_LIMIT = np.iinfo(np.int16).max
-_STRING_ID_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "launch_shape")
+_STRING_ID_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "concrete_inputs",
+                      "launch_shape")
 
 
 def _meta(doc: Any) -> TraceMeta:

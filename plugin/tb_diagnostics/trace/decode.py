@@ -104,6 +104,7 @@ _ARG_FIELDS: list[Field] = [
     # for every op's shapes would be wasted work.
     ("input_dims", "Input Dims", msgspec.Raw, NO_RAW, _raw),
     ("input_type", "Input type", msgspec.Raw, NO_RAW, _raw),
+    ("concrete_inputs", "Concrete Inputs", msgspec.Raw, NO_RAW, _raw),
     ("grid", "grid", msgspec.Raw, NO_RAW, _raw),
     ("block", "block", msgspec.Raw, NO_RAW, _raw),
     ("label", "name", str | None, None, _opt_str),  # the name carried by ph:M metadata events

@@ -117,6 +117,7 @@ class TraceModel:
     call_stack: np.ndarray  # as name (2021 "Call stack" arg), NO_ID
     input_dims: np.ndarray  # as name (JSON of "Input Dims"), NO_ID
     input_types: np.ndarray  # as name (JSON of "Input type"), NO_ID
+    concrete_inputs: np.ndarray  # as name (JSON of "Concrete Inputs", PyTorch ≥ 2.1), NO_ID
     launch_shape: np.ndarray  # as name (JSON of a kernel's [grid, block]), NO_ID
     lanes: list[Lane]
     memory: MemoryEvents

@@ -1,0 +1,1 @@
+"""The op cost model: FLOPs and bytes per operator call, device peaks."""

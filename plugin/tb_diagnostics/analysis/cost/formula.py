@@ -1,0 +1,42 @@
+"""What a cost formula returns, and how it says it cannot tell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tb_diagnostics.analysis.cost.shapes import OpArgs
+
+#: Families whose math runs on Tensor Cores / matrix cores when the precision allows.
+PRODUCT_FAMILIES = frozenset({"matmul", "conv", "attention"})
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The work of one op call: FLOPs, bytes moved to and from memory, the data precision."""
+
+    flops: float
+    bytes: float
+    precision: str | None  # fp64/fp32/bf16/fp16/fp8/int8 from the input types; None unknown
+    family: str  # matmul, conv, attention, elementwise, reduction, softmax, norm, …
+
+    @property
+    def tensor_op(self) -> bool:
+        """A product whose math may run on Tensor Cores (the others run on vector units)."""
+        return self.family in PRODUCT_FAMILIES
+
+
+class CannotModel(Exception):
+    """The op is known but these recorded arguments do not determine its cost."""
+
+
+#: A formula: (the call's arguments, the span's fallback element size) → (flops, bytes,
+#: precision). It raises CannotModel with the reason when the arguments do not suffice.
+Formula = Callable[[OpArgs, int], tuple[float, float, str | None]]
+
+
+def need(value: object, why: str) -> object:
+    """``value``, or CannotModel(why) when it is None (a shape or list not recorded)."""
+    if value is None:
+        raise CannotModel(why)
+    return value

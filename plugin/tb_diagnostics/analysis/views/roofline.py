@@ -1,0 +1,325 @@
+"""Is the busy time well spent? Achieved FLOP/s and bytes/s against the device's roofline.
+
+For every group of counted op calls (same name, shapes and types; see
+:mod:`.op_costs`) the view puts the FLOPs and bytes of the cost model next to the
+device time the calls' kernels took, and the device's peaks (:mod:`..cost.peaks`)
+next to both:
+
+- *arithmetic intensity* = FLOPs / bytes; the group is *compute-bound* when it is at or
+  above the ridge point (peak FLOP/s of its precision / memory bandwidth), else
+  *memory-bound*;
+- *ideal time* = max(FLOPs / peak, bytes / bandwidth), the roofline's time for that
+  work, and *% of roofline* = ideal / measured.
+
+The precision of a product comes from its input types (bf16/fp16/fp8/int8 at once);
+fp32 inputs run as TF32 when the kernel is a TF32 tensor-op kernel, else on the CUDA
+cores. Memory-side ops run on the vector units, so their ceiling is the fp32 (fp64)
+peak. Per step: FLOPs, achieved TFLOP/s over the wall time, and FLOP utilisation
+(MFU in hardware FLOPs) against the peak of the step's dominant precision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tb_diagnostics.analysis.cost.peaks import DevicePeaks, lookup, overrides_from_env
+from tb_diagnostics.analysis.intervals import Intervals, covered, union
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.hierarchy import launching_op
+from tb_diagnostics.analysis.views.op_costs import OpGroup, op_costs
+from tb_diagnostics.analysis.views.tables import window_of_rows
+from tb_diagnostics.trace.categories import Kind
+
+#: fp32 GEMM/conv kernels that run on Tensor Cores in TF32 (cuBLAS, cuBLASLt, CUTLASS).
+TF32_KERNEL = re.compile(r"tf32|tensorop_s\d|s1688|s16816|s1684", re.I)
+#: Without recorded types, the precision a kernel's name gives away.
+KERNEL_PRECISION = [
+    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.I)),
+    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
+    ("int8", re.compile(r"i8816|imma|int8|s8s8", re.I)),
+    ("fp16", re.compile(r"f16|fp16|half|h884|h1688|h16816|hmma|hgemm", re.I)),
+    ("tf32", TF32_KERNEL),
+    ("fp64", re.compile(r"dgemm|f64|double", re.I)),
+    ("fp32", re.compile(r"sgemm|scudnn|simt|<float|f32f32_f32f32|gemm_f32|fp32", re.I)),
+]
+PRODUCT_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+BOUNDS = ("compute", "memory")
+
+
+@dataclass(frozen=True)
+class GroupFigures:
+    """One op group's totals over the span, against the roofline."""
+
+    group: OpGroup
+    precision: str | None  # the math the group's calls ran in (tf32 refined from kernels)
+    peak_precision: str | None  # the peak table key its ceiling is
+    calls: int
+    flops: float
+    bytes: float
+    device_us: float  # union of the device activity its calls launched
+    ideal_us: float | None
+    bound: str | None  # compute / memory; None without peaks or cost
+
+    @property
+    def modelled(self) -> bool:
+        return self.group.cost is not None
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flops / self.bytes if self.modelled and self.bytes > 0 else None
+
+    @property
+    def loss_us(self) -> float:
+        """Device time above the roofline's time for the same work."""
+        if self.ideal_us is None:
+            return 0.0
+        return max(self.device_us - self.ideal_us, 0.0)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The span's roofline figures, per op group and per step window."""
+
+    peaks: DevicePeaks | None
+    figures: list[GroupFigures]
+    step_flops: np.ndarray  # per window
+    step_precision: list[str | None]  # dominant precision (peak key) per window
+    step_busy_compute_us: np.ndarray | None  # None without peaks
+    step_busy_memory_us: np.ndarray | None
+    shapes_recorded: bool
+    activity_group: np.ndarray  # see OpCosts.activity_group
+    notes: list[str] = field(default_factory=list)
+    #: Device time of activities no counted op owns, by the name of the op that launched
+    #: them ("" when the launch is not in the trace): (name, activities, µs), largest first.
+    unowned: list[tuple[str, int, float]] = field(default_factory=list)
+
+    def peak(self, precision: str | None) -> float | None:
+        if self.peaks is None or precision is None:
+            return None
+        return self.peaks.peak(precision)
+
+
+def device_properties(analysis: SpanAnalysis) -> dict | None:
+    """The ``deviceProperties`` entry of the device the activities ran on."""
+    m = analysis.model
+    props = m.meta.device_properties
+    if not props or analysis.cpu_only:
+        return None
+    devs = m.device[m.device_activity_rows]
+    devs = devs[devs >= 0]
+    used = int(np.bincount(devs).argmax()) if devs.size else 0
+    return next((p for p in props if p.get("id") == used), props[0])
+
+
+def span_peaks(analysis: SpanAnalysis) -> DevicePeaks | None:
+    """The device's peaks from the shipped table, updated by ``$TB_DIAGNOSTICS_PEAKS``."""
+    name = None if analysis.cpu_only else analysis.model.device_name
+    return lookup(name, device_properties(analysis), overrides_from_env())
+
+
+def _kernel_precision(names: list[str]) -> str | None:
+    for precision, pattern in KERNEL_PRECISION:
+        if any(pattern.search(n) for n in names):
+            return precision
+    return None
+
+
+def _precisions(analysis: SpanAnalysis, groups: list[OpGroup], activity_group: np.ndarray,
+                ) -> list[str | None]:
+    """Each group's precision: from its input types, refined (fp32 → tf32) or supplied
+    (no types recorded) by the names of the kernels it launched."""
+    m = analysis.model
+    out: list[str | None] = [g.cost.precision if g.cost else None for g in groups]
+    if analysis.cpu_only:
+        return out
+    acts = m.device_activity_rows
+    kernels = (m.kind[acts] == Kind.KERNEL) & (activity_group >= 0)
+    if not kernels.any():
+        return out
+    pairs = np.unique(np.stack([activity_group[kernels].astype(np.int64),
+                                m.name[acts][kernels].astype(np.int64)]), axis=1)
+    names_of: dict[int, list[str]] = {}
+    for g, sid in pairs.T.tolist():
+        names_of.setdefault(g, []).append(m.strings[sid])
+    for g, names in names_of.items():
+        cost = groups[g].cost
+        if cost is None or not cost.tensor_op:
+            continue
+        if cost.precision == "fp32" and any(TF32_KERNEL.search(n) for n in names):
+            out[g] = "tf32"
+        elif cost.precision is None:
+            out[g] = _kernel_precision(names)
+    return out
+
+
+def peak_precision(precision: str | None, tensor_op: bool, peaks: DevicePeaks | None,
+                   ) -> str | None:
+    """The peak-table key that is a group's compute ceiling."""
+    if not tensor_op:  # vector units: the dtype of a copy or a gather does not matter
+        return "fp64" if precision == "fp64" else "fp32"
+    if precision is None:
+        return None
+    key = precision if precision in PRODUCT_PRECISIONS else "fp32"
+    if peaks is not None and peaks.peak(key) is None and key != "fp32":
+        key = "fp32"  # e.g. bf16 on a V100: emulated on the CUDA cores
+    return key
+
+
+def _group_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> np.ndarray:
+    """Per group, the length of the union of its intervals (groups kept apart by offsets)."""
+    ok = group >= 0
+    if not ok.any():
+        return np.zeros(n)
+    g = group[ok].astype(np.float64)
+    s, e = start[ok], end[ok]
+    width = float(max(e.max(), 0.0) - min(s.min(), 0.0)) + 1.0
+    offset = g * width
+    iv = union(s + offset, e + offset)
+    owner = np.floor(iv.start / width).astype(np.int64)
+    return np.bincount(owner, weights=iv.end - iv.start, minlength=n)
+
+
+def _class_intervals(figs: list[GroupFigures], activity_group: np.ndarray,
+                     start: np.ndarray, end: np.ndarray) -> dict[str, Intervals]:
+    bound_of = np.asarray([BOUNDS.index(f.bound) if f.bound else -1 for f in figs] or [-1])
+    cls = np.where(activity_group >= 0, bound_of[np.maximum(activity_group, 0)], -1)
+    return {b: union(start[cls == i], end[cls == i]) for i, b in enumerate(BOUNDS)}
+
+
+@computed
+def roofline(analysis: SpanAnalysis) -> Roofline:
+    m = analysis.model
+    oc = op_costs(analysis)
+    peaks = span_peaks(analysis)
+    groups = oc.groups
+    n_groups = len(groups)
+    if analysis.cpu_only:
+        act_start, act_end = m.start[oc.rows], m.end[oc.rows]
+    else:
+        acts = m.device_activity_rows
+        act_start, act_end = m.start[acts], m.end[acts]
+    device_us = _group_union(oc.activity_group, act_start, act_end, n_groups)
+    calls = np.bincount(oc.group, minlength=n_groups)
+    precisions = _precisions(analysis, groups, oc.activity_group)
+    bw = peaks.bandwidth_gbps if peaks is not None else None
+    figs = []
+    for g, grp in enumerate(groups):
+        cost = grp.cost
+        flops = cost.flops * calls[g] if cost else 0.0
+        nbytes = cost.bytes * calls[g] if cost else 0.0
+        key = peak_precision(precisions[g], cost.tensor_op, peaks) if cost else None
+        peak = peaks.peak(key) if peaks is not None and key else None
+        ideal = bound = None
+        if cost and peak and bw:
+            ideal = max(flops / (peak * 1e6), nbytes / (bw * 1e3))  # µs
+            ridge = peak * 1e12 / (bw * 1e9)
+            bound = "compute" if nbytes > 0 and flops / nbytes >= ridge else "memory"
+        figs.append(GroupFigures(group=grp, precision=precisions[g], peak_precision=key,
+                                 calls=int(calls[g]), flops=flops, bytes=nbytes,
+                                 device_us=float(device_us[g]), ideal_us=ideal, bound=bound))
+
+    n_windows = len(analysis.windows)
+    window = window_of_rows(analysis, oc.rows)
+    ok = window >= 0
+    per_row = oc.flops_per_row()
+    step_flops = np.bincount(window[ok], weights=per_row[ok], minlength=n_windows)
+    keys = sorted({f.peak_precision for f in figs if f.peak_precision and f.flops > 0})
+    step_precision: list[str | None] = [None] * n_windows
+    if keys:
+        key_of = np.asarray([keys.index(f.peak_precision) if f.peak_precision in keys else -1
+                             for f in figs])
+        k_row = key_of[oc.group]
+        use = ok & (k_row >= 0)
+        by = np.zeros((n_windows, len(keys)))
+        np.add.at(by, (window[use], k_row[use]), per_row[use])
+        step_precision = [keys[int(np.argmax(r))] if r.max() > 0 else None for r in by]
+
+    busy_c = busy_m = None
+    if peaks is not None and any(f.bound for f in figs):
+        lo, hi = analysis.bounds
+        iv = _class_intervals(figs, oc.activity_group, act_start, act_end)
+        compute = covered(iv["compute"], lo, hi)
+        both = covered(iv["compute"] | iv["memory"], lo, hi)
+        busy = np.asarray([w.device_busy_us for w in analysis.windows])
+        busy_c = np.minimum(compute, busy)
+        busy_m = np.minimum(both - compute, busy - busy_c)
+
+    notes = []
+    if not oc.shapes_recorded and analysis.op_rows.size:
+        notes.append("record_shapes was off: no FLOPs (profile with record_shapes=True)")
+    if peaks is None and not analysis.cpu_only:
+        name = m.device_name or "this device"
+        notes.append(f"no peak figures for {name}: no roofline (give them with --peaks "
+                     "FILE.json or $TB_DIAGNOSTICS_PEAKS)")
+    return Roofline(peaks=peaks, figures=figs, step_flops=step_flops,
+                    step_precision=step_precision, step_busy_compute_us=busy_c,
+                    step_busy_memory_us=busy_m, shapes_recorded=oc.shapes_recorded,
+                    activity_group=oc.activity_group, notes=notes,
+                    unowned=_unowned(analysis, oc.activity_group))
+
+
+def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
+             limit: int = 20) -> list[tuple[str, int, float]]:
+    if analysis.cpu_only:
+        return []
+    m = analysis.model
+    free = np.flatnonzero(activity_group < 0)
+    if not free.size:
+        return []
+    op = launching_op(analysis)[free]
+    dur = m.dur[m.device_activity_rows[free]]
+    has = op >= 0
+    out = []
+    if has.any():
+        ids, code = m.name_groups(op[has])
+        us = np.bincount(code, weights=dur[has], minlength=ids.shape[0])
+        count = np.bincount(code, minlength=ids.shape[0])
+        out = [(m.strings[int(ids[i])], int(count[i]), float(us[i])) for i in range(ids.shape[0])]
+    if (~has).any():
+        out.append(("", int((~has).sum()), float(dur[~has].sum())))
+    out.sort(key=lambda t: -t[2])
+    return out[:limit]
+
+
+def step_utilisation(rf: Roofline, k: int, wall_us: float) -> tuple[float, float | None]:
+    """(achieved TFLOP/s over the wall time, FLOP utilisation or None) of window ``k``."""
+    if wall_us <= 0:
+        return 0.0, None
+    achieved = rf.step_flops[k] / (wall_us * 1e6)
+    peak = rf.peak(rf.step_precision[k])
+    return float(achieved), (float(achieved / peak) if peak and rf.step_flops[k] > 0 else None)
+
+
+@dataclass(frozen=True)
+class StepGroups:
+    """Per (window, group): device time and roofline time of the calls in that window."""
+
+    device_us: np.ndarray  # (windows, groups)
+    ideal_us: np.ndarray  # (windows, groups); 0 where the group has no roofline time
+
+
+@computed
+def step_groups(analysis: SpanAnalysis) -> StepGroups:
+    m = analysis.model
+    rf = roofline(analysis)
+    oc = op_costs(analysis)
+    n_w, n_g = len(analysis.windows), max(len(rf.figures), 1)
+    ideal_per_call = np.asarray([f.ideal_us / f.calls if f.ideal_us and f.calls else 0.0
+                                 for f in rf.figures] or [0.0])
+    w_rows = window_of_rows(analysis, oc.rows)
+    ok = w_rows >= 0
+    ideal = np.zeros((n_w, n_g))
+    np.add.at(ideal, (w_rows[ok], oc.group[ok]), ideal_per_call[oc.group[ok]])
+    if analysis.cpu_only:
+        w_act, dur = w_rows, m.dur[oc.rows]
+    else:
+        w_act = (analysis.activity_step if len(analysis.host_steps)
+                 else np.zeros(m.device_activity_rows.shape[0], dtype=np.int32))
+        dur = m.dur[m.device_activity_rows]
+    use = (w_act >= 0) & (rf.activity_group >= 0)
+    device = np.zeros((n_w, n_g))
+    np.add.at(device, (w_act[use], rf.activity_group[use]), dur[use])
+    return StepGroups(device_us=device, ideal_us=ideal)

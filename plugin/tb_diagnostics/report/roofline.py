@@ -1,0 +1,150 @@
+"""The roofline's part of the report document: ``spans[].roofline`` and the step keys.
+
+Shapes (keys only added, never renamed):
+
+- ``roofline.device``: ``{name, peaks: {fp64, fp32, tf32, bf16, fp16, fp8, int8,
+  hbm_gbps}, source}``: TFLOP/s, GB/s, null when unknown;
+- ``roofline.ops``: one entry per op group (name, shapes, types), busiest first:
+  ``{name, input_dims, input_types, concrete_inputs, family, calls, flops, bytes,
+  device_us, precision, peak_precision, intensity, achieved_tflops, achieved_gbps,
+  bound, roofline_pct, ideal_us, loss_us, rows, steps}``; ``flops``, ``bytes`` and
+  ``device_us`` are summed over the calls; ``rows``/``steps`` are a few calls to open;
+- ``roofline.unmodelled``: ops whose device time has no cost model, with the reason
+  (``calls`` counts the calls of a known op, the device activities of an unknown one);
+- each step: ``flops``, ``achieved_tflops``, ``flop_utilisation``, ``flop_precision``,
+  ``busy_compute_bound_us``, ``busy_memory_bound_us``, ``busy_unmodelled_us``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.cost.peaks import PRECISIONS
+from tb_diagnostics.analysis.views.op_costs import op_costs
+from tb_diagnostics.analysis.views.roofline import GroupFigures, roofline, step_utilisation
+from tb_diagnostics.analysis.views.tables import window_of_rows
+
+#: Op groups listed (the chart's points), busiest first; the rest are counted.
+MAX_OPS = 300
+MAX_UNMODELLED = 20
+ROWS_PER_OP = 3
+
+_decode = msgspec.json.Decoder()
+
+
+def _json(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return _decode.decode(text)
+    except msgspec.DecodeError:
+        return None
+
+
+def _r(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def _sig(x: float | None) -> float | None:
+    """Four significant digits (FLOP counts and rates span many orders of magnitude)."""
+    return None if x is None else float(f"{float(x):.4g}")
+
+
+def _op_entry(f: GroupFigures, rows: list[int], steps: list[int | None]) -> dict[str, Any]:
+    g = f.group
+    achieved = f.flops / (f.device_us * 1e6) if f.device_us > 0 else None
+    gbps = f.bytes / (f.device_us * 1e3) if f.device_us > 0 else None
+    pct = f.ideal_us / f.device_us if f.ideal_us is not None and f.device_us > 0 else None
+    return {
+        "name": g.name, "input_dims": _json(g.input_dims), "input_types": _json(g.input_types),
+        "concrete_inputs": _json(g.concrete_inputs), "family": g.cost.family if g.cost else None,
+        "calls": f.calls, "flops": _sig(f.flops), "bytes": _sig(f.bytes),
+        "device_us": _r(f.device_us), "precision": f.precision,
+        "peak_precision": f.peak_precision, "intensity": _sig(f.intensity),
+        "achieved_tflops": _sig(achieved), "achieved_gbps": _sig(gbps), "bound": f.bound,
+        "roofline_pct": _r(pct, 4), "ideal_us": _r(f.ideal_us), "loss_us": _r(f.loss_us),
+        "rows": rows, "steps": steps,
+    }
+
+
+def _first_rows(group: np.ndarray, rows: np.ndarray, wanted: list[int]) -> dict[int, list[int]]:
+    """A few rows of each wanted group, in time order (one stable sort, not a scan per group)."""
+    order = np.argsort(group, kind="stable")
+    sorted_groups = group[order]
+    out = {}
+    for g in wanted:
+        at = int(np.searchsorted(sorted_groups, g))
+        out[g] = rows[order[at:at + ROWS_PER_OP]].tolist()
+    return out
+
+
+def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
+    rf = roofline(analysis)
+    oc = op_costs(analysis)
+    peaks = rf.peaks
+    if peaks is not None:
+        device = peaks.to_dict()
+    else:
+        device = {"name": analysis.model.device_name,
+                  "peaks": dict.fromkeys((*PRECISIONS, "hbm_gbps")), "source": None}
+    listed = [i for i, f in enumerate(rf.figures) if f.modelled and (f.device_us > 0 or f.flops)]
+    listed.sort(key=lambda i: -rf.figures[i].device_us)
+    shown = listed[:MAX_OPS]
+    rows_of = _first_rows(oc.group, oc.rows, shown)
+    windows = analysis.windows
+    ops = []
+    for i in shown:
+        rows = rows_of[i]
+        w = window_of_rows(analysis, np.asarray(rows, dtype=np.int64))
+        ops.append(_op_entry(rf.figures[i], rows,
+                             [windows[k].step if k >= 0 else None for k in w.tolist()]))
+    unmodelled = sorted((f for f in rf.figures if not f.modelled and f.device_us > 0),
+                        key=lambda f: -f.device_us)
+    by_name: dict[tuple[str, str], list[float]] = {}
+    for f in unmodelled:
+        entry = by_name.setdefault((f.group.name, f.group.reason or ""), [0, 0.0])
+        entry[0] += f.calls
+        entry[1] += f.device_us
+    for name, count, us in rf.unowned:
+        reason = ("no cost model for this op" if name else
+                  "its launch is not in the trace (no op to price)")
+        entry = by_name.setdefault((name or "(no launching op)", reason), [0, 0.0])
+        entry[0] += count
+        entry[1] += us
+    return {
+        "device": device,
+        "shapes_recorded": rf.shapes_recorded,
+        "ops": ops,
+        "ops_total": len(listed),
+        "modelled_device_us": _r(sum(f.device_us for f in rf.figures if f.modelled)),
+        "unmodelled": [{"name": n, "reason": why, "calls": int(c), "device_us": _r(us)}
+                       for (n, why), (c, us) in sorted(by_name.items(),
+                                                       key=lambda kv: -kv[1][1])
+                       ][:MAX_UNMODELLED],
+        "unmodelled_device_us": _r(sum(f.device_us for f in unmodelled)
+                                   + sum(us for _, _, us in rf.unowned)),
+        "notes": list(rf.notes),
+    }
+
+
+def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+    """Per step: FLOPs, achieved TFLOP/s, FLOP utilisation and the split of busy time."""
+    rf = roofline(analysis)
+    for k, (s, w) in enumerate(zip(steps, analysis.windows, strict=True)):
+        achieved, util = step_utilisation(rf, k, w.wall_us)
+        s["flops"] = _sig(rf.step_flops[k])
+        s["achieved_tflops"] = _sig(achieved)
+        s["flop_utilisation"] = _r(util, 6)
+        s["flop_precision"] = rf.step_precision[k]
+        if rf.step_busy_compute_us is None:
+            s["busy_compute_bound_us"] = s["busy_memory_bound_us"] = None
+            s["busy_unmodelled_us"] = None
+        else:
+            c, m_ = float(rf.step_busy_compute_us[k]), float(rf.step_busy_memory_us[k])
+            s["busy_compute_bound_us"] = _r(c)
+            s["busy_memory_bound_us"] = _r(m_)
+            s["busy_unmodelled_us"] = _r(max(w.device_busy_us - c - m_, 0.0))
