@@ -16,7 +16,7 @@ setup(
     python_requires=">=3.10",
     package_dir={"": "plugin"},
     packages=find_packages("plugin"),
-    package_data={"tb_diagnostics": ["static/*", "static/**/*"]},
+    package_data={"tb_diagnostics": ["static/*", "static/**/*", "data/*.json"]},
     include_package_data=True,
     install_requires=[
         "numpy>=1.24",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
+from tb_diagnostics.analysis.cost.peaks import PEAKS_ENV, PeaksFileError, load_overrides
 from tb_diagnostics.analysis.verdict import COMPUTE_BOUND, CPU_HEAVY_SELF_US, LOW_BUSY, Thresholds
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.errors import LogDirError
@@ -43,6 +45,10 @@ def add_logdir_arguments(p: argparse.ArgumentParser, *, run: bool = True) -> Non
     p.add_argument("--executor", default=None, metavar="local|dask://HOST:PORT",
                    help="where files are analysed: the local process pool (default) or a "
                         "Dask scheduler (env TB_DIAGNOSTICS_EXECUTOR; needs tb-diagnostics[dask])")
+    p.add_argument("--peaks", default=None, metavar="FILE.json",
+                   help="device peak TFLOP/s and GB/s that update or add to the shipped "
+                        "table (also $TB_DIAGNOSTICS_PEAKS; a \"cpu\" entry gives CPU-only "
+                        "traces a roofline); see docs/peaks.md")
     th = p.add_argument_group("verdict thresholds")
     th.add_argument("--compute-bound", type=fraction, default=COMPUTE_BOUND, metavar="FRACTION",
                     help=f"device busy at or above this is compute-bound (default "
@@ -87,11 +93,24 @@ def progress_printer():
     return show
 
 
+def use_peaks_file(path: str | None) -> None:
+    """Check ``--peaks`` and hand it to the analysis (and its worker processes) through
+    ``$TB_DIAGNOSTICS_PEAKS``, the variable the tab reads too."""
+    if not path:
+        return
+    try:
+        load_overrides(path)
+    except PeaksFileError as exc:
+        raise CommandError(str(exc)) from None
+    os.environ[PEAKS_ENV] = os.path.abspath(path)
+
+
 def analyse(args: argparse.Namespace, logdir: str | None = None,
             run: str | None = None) -> dict[str, Any]:
     """The report document of ``logdir`` (default ``args.logdir``), honouring the flags."""
     if args.workers is not None and args.workers < 1:
         raise CommandError("--workers must be at least 1")
+    use_peaks_file(getattr(args, "peaks", None))
     thresholds = thresholds_from(args)
     ld = open_logdir(logdir or args.logdir, run)
     cache = None if args.no_cache else TraceCache()

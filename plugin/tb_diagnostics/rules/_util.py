@@ -91,3 +91,20 @@ def fmt_count(x: float) -> str:
     if abs(x) >= 10 or x == int(x):
         return f"{x:.0f}"
     return f"{x:.1f}"
+
+
+def op_label(name: str, input_dims: str | None, width: int = 60) -> str:
+    """An op with its recorded shapes, as people write it: ``aten::mm [64,64] [64,64]``."""
+    if not input_dims:
+        return name
+    dims = input_dims.replace(",[]", "").replace("[],", "").replace(" ", "")
+    return f"{name} {short_name(dims, width)}"
+
+
+def fmt_flops(x: float) -> str:
+    """``1.23 TFLOP``, ``456 GFLOP``…"""
+    x = float(x)
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if abs(x) >= size:
+            return f"{x / size:.3g} {unit}"
+    return f"{x:.0f} FLOP"

@@ -2,13 +2,16 @@
 
 What it detects
     On a CUDA device with Tensor Cores (compute capability ≥ ``min_compute_major``
-    from ``deviceProperties``; TF32 needs 8.0), GEMM and convolution kernels
-    that run in plain fp32 on the CUDA cores — cuBLAS ``sgemm``/``cgemm``,
-    cuDNN ``scudnn`` and ``<float, …>`` engines, CUTLASS ``simt`` — taking at
-    least ``min_share`` of the device time, while half-precision kernels
-    (fp16/bf16, ``h884``/``hmma``…) take less than ``max_low_precision_share``
-    of the GEMM time. TF32 Tensor Core kernels (``tensorop_s1688``, ``tf32``)
-    already use the Tensor Cores and are not counted.
+    from ``deviceProperties``; TF32 needs 8.0), GEMMs and convolutions that run in
+    plain fp32 on the CUDA cores, taking at least ``min_share`` of the device time,
+    while half-precision products (fp16/bf16/fp8/int8) take less than
+    ``max_low_precision_share`` of the product time. The precision comes from the op's
+    input types (``record_shapes``): fp32 inputs whose kernel is a TF32 tensor-op
+    kernel (``tf32``, ``tensorop_s1688``…) use the Tensor Cores already and are not
+    counted; any other kernel of an fp32 product is fp32 on the CUDA cores, including
+    cuBLASLt's ``xmma`` kernels, whose names carry no ``sgemm``. Without recorded
+    types the kernel name decides (cuBLAS ``sgemm``, cuDNN ``scudnn`` and ``<float, …>``
+    engines, CUTLASS ``simt``).
 
 Why it matters
     fp32 on CUDA cores leaves the Tensor Cores idle: an A100 does 19.5 TFLOPS
@@ -34,6 +37,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import launching_op
+from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_pct, fmt_us, n_steps, short_name
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
@@ -83,6 +87,30 @@ def classify(name: str) -> str | None:
     return None
 
 
+#: A product's precision (from its input types, refined by its kernels) → its class.
+_PRECISION_CLASS = {"fp32": "fp32", "tf32": "tf32", "bf16": "low", "fp16": "low",
+                    "fp8": "low", "int8": "low", "fp64": ""}
+
+
+def kernel_classes(analysis: SpanAnalysis, kernels: np.ndarray) -> np.ndarray:
+    """``low``/``tf32``/``fp32``/"" for each kernel row: from the precision of the product
+    op that launched it when its types were recorded, else from the kernel's name."""
+    m = analysis.model
+    ids, inv = np.unique(m.name[kernels], return_inverse=True)
+    names = [m.strings[i] for i in ids.tolist()]
+    cls = np.asarray([classify(n) or "" for n in names], dtype="<U4")[inv]
+    # Layout and norm kernels a product launches on the side are not its math.
+    side = np.asarray([bool(NOT_MATMUL.search(n)) for n in names] or [False])[inv]
+    rf = roofline(analysis)
+    by_group = np.asarray([_PRECISION_CLASS.get(f.precision or "", "?")
+                           if f.modelled and f.group.cost.tensor_op else "?"
+                           for f in rf.figures] or ["?"], dtype="<U4")
+    pos = np.searchsorted(m.device_activity_rows, kernels)
+    group = rf.activity_group[pos]
+    known = np.where((group >= 0) & ~side, by_group[np.maximum(group, 0)], "?")
+    return np.where(known != "?", known, cls)
+
+
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
     if analysis.cpu_only or m.device_kind != "cuda":
@@ -91,8 +119,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if cc is None or cc[0] < th.min_compute_major:
         return []
     kernels = m.rows_of({Kind.KERNEL})
-    ids, inv = np.unique(m.name[kernels], return_inverse=True)
-    cls = np.asarray([classify(m.strings[i]) or "" for i in ids.tolist()])[inv]
+    cls = kernel_classes(analysis, kernels)
     dur = m.dur[kernels]
     total = float(m.dur[m.device_activity_rows].sum())
     gemm = float(dur[cls != ""].sum())

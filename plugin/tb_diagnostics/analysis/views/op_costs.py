@@ -56,6 +56,7 @@ class OpCosts:
     rows: np.ndarray  # int32 counted op rows, ascending
     group: np.ndarray  # int32 group index of each of ``rows``
     activity_group: np.ndarray  # per device activity (or per counted row, CPU-only), or -1
+    activity_owner: np.ndarray  # the counted op row each of those belongs to, or -1
     shapes_recorded: bool
 
     def flops_per_row(self) -> np.ndarray:
@@ -161,11 +162,11 @@ def op_costs(analysis: SpanAnalysis) -> OpCosts:
     group_of_row = np.full(n, NO_ID, dtype=np.int32)
     group_of_row[counted] = group
     if analysis.cpu_only:
-        activity_group = group.copy()
+        activity_group, owner = group.copy(), counted.astype(np.int32)
     else:
         is_counted = group_of_row >= 0
         owner = _climb(m.parent, launching_op(analysis), is_counted)
         activity_group = np.where(owner >= 0, group_of_row[np.maximum(owner, 0)], NO_ID)
         activity_group = activity_group.astype(np.int32)
     return OpCosts(groups=groups, rows=counted, group=group, activity_group=activity_group,
-                   shapes_recorded=shapes_recorded)
+                   activity_owner=owner, shapes_recorded=shapes_recorded)

@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tb_diagnostics.analysis.cost.peaks import DevicePeaks, lookup, overrides_from_env
+from tb_diagnostics.analysis.cost.peaks import (
+    DevicePeaks,
+    PeaksFileError,
+    lookup,
+    overrides_from_env,
+)
 from tb_diagnostics.analysis.intervals import Intervals, covered, union
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import launching_op
@@ -114,10 +119,15 @@ def device_properties(analysis: SpanAnalysis) -> dict | None:
     return next((p for p in props if p.get("id") == used), props[0])
 
 
-def span_peaks(analysis: SpanAnalysis) -> DevicePeaks | None:
-    """The device's peaks from the shipped table, updated by ``$TB_DIAGNOSTICS_PEAKS``."""
+def span_peaks(analysis: SpanAnalysis) -> tuple[DevicePeaks | None, str | None]:
+    """The device's peaks from the shipped table, updated by ``$TB_DIAGNOSTICS_PEAKS``;
+    and the problem with that file, if any (the table alone is used then)."""
     name = None if analysis.cpu_only else analysis.model.device_name
-    return lookup(name, device_properties(analysis), overrides_from_env())
+    try:
+        overrides = overrides_from_env()
+    except PeaksFileError as exc:
+        return lookup(name, device_properties(analysis)), f"peak overrides ignored: {exc}"
+    return lookup(name, device_properties(analysis), overrides), None
 
 
 def _kernel_precision(names: list[str]) -> str | None:
@@ -193,7 +203,7 @@ def _class_intervals(figs: list[GroupFigures], activity_group: np.ndarray,
 def roofline(analysis: SpanAnalysis) -> Roofline:
     m = analysis.model
     oc = op_costs(analysis)
-    peaks = span_peaks(analysis)
+    peaks, peaks_problem = span_peaks(analysis)
     groups = oc.groups
     n_groups = len(groups)
     if analysis.cpu_only:
@@ -247,7 +257,7 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
         busy_c = np.minimum(compute, busy)
         busy_m = np.minimum(both - compute, busy - busy_c)
 
-    notes = []
+    notes = [peaks_problem] if peaks_problem else []
     if not oc.shapes_recorded and analysis.op_rows.size:
         notes.append("record_shapes was off: no FLOPs (profile with record_shapes=True)")
     if peaks is None and not analysis.cpu_only:

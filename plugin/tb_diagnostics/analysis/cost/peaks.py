@@ -1,0 +1,437 @@
+"""Device peak throughputs: the shipped table, its lookup by device name, and overrides.
+
+A roofline or an "achieved vs peak" figure needs the device's peak FLOP/s per precision
+and its memory bandwidth. The table (``tb_diagnostics/data/device_peaks.json``) holds
+dense (no structured sparsity) vendor figures, one row per part, each with the page it
+was taken from; ``docs/peaks.md`` says what every column means.
+
+A trace names its device in ``deviceProperties[].name`` (``"NVIDIA H100 80GB HBM3"``).
+:func:`lookup` picks the row whose ``match`` pattern is the longest one found in that
+name, so ``"A100-SXM4-80GB"`` beats ``"A100"`` and the A10 row cannot take an A100.
+Table patterns match whole words (the characters next to the match are not letters or
+digits) and a trailing ``$`` pins a pattern to the end of the name: without that,
+``"RTX 4090"`` would also select the 4090 laptop part at half its figures. An AMD name
+that says nothing (``"AMD Radeon Graphics"``) falls back to the row listing the device's
+``gcnArchName``, where one part dominates that architecture.
+
+Overrides come from a JSON file (path in ``TB_DIAGNOSTICS_PEAKS``) keyed by a
+case-insensitive substring of the device name, plus ``"cpu"`` for CPU-only traces and
+``"*"`` for any device nothing more specific matches; an entry updates the row key by
+key and says so in the result's ``source``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+#: Every key of a peaks mapping: the precisions (TFLOP/s, TOPS for int8), then GB/s.
+PEAK_KEYS: tuple[str, ...] = (*PRECISIONS, "hbm_gbps")
+PEAKS_ENV = "TB_DIAGNOSTICS_PEAKS"  # path of a JSON file of overrides, read by the tab
+
+#: Override keys with a meaning of their own rather than a substring of a device name.
+CPU_KEY = "cpu"
+ANY_KEY = "*"
+
+_ROW_KEYS = frozenset({"name", "match", "peaks", "source", "notes", "gcn_arch"})
+_TABLE_KEYS = frozenset({"version", "about", "devices"})
+_ENTRY_KEYS = frozenset({*PEAK_KEYS, "name"})
+
+
+class PeaksFileError(ValueError):
+    """A peaks table or override file that cannot be used; the message names the file."""
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    """The peaks of one device, and where they came from."""
+
+    name: str | None  # the table's canonical name, or the override's name
+    peaks: dict[str, float | None]  # every key of PEAK_KEYS, None when unknown
+    source: str | None  # the row's source, "override: <path>", or both joined by "; "
+
+    def peak(self, precision: str | None) -> float | None:
+        """Peak TFLOP/s (TOPS for int8) of ``precision``; None when the table has none.
+
+        None in gives None out, so an op whose precision the cost model could not tell
+        needs no special case at the call site.
+        """
+        if precision is None:
+            return None
+        if precision not in PEAK_KEYS:
+            # A typo here would otherwise read as "no peak known" and hide the bug.
+            raise KeyError(f"unknown precision {precision!r}; expected one of {PEAK_KEYS}")
+        return self.peaks.get(precision)
+
+    @property
+    def bandwidth_gbps(self) -> float | None:
+        """Peak device-memory bandwidth in GB/s."""
+        return self.peaks.get("hbm_gbps")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name,
+                "peaks": {k: self.peaks.get(k) for k in PEAK_KEYS},
+                "source": self.source}
+
+
+# ---------------------------------------------------------------------------------------
+# Shared validation of peak values (table rows and override entries alike).
+
+
+def _check_value(where: str, key: str, value: Any, problems: list[str]) -> float | None:
+    # bool is an int to Python, and "true" as a peak is surely a slip.
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problems.append(f"{where}: {key} must be a number or null, not {value!r}")
+        return None
+    if not math.isfinite(value) or value <= 0:
+        # Zero would divide a utilisation by nothing; negative is nonsense.
+        problems.append(f"{where}: {key} must be a positive number, not {value!r}")
+        return None
+    return float(value)
+
+
+def _fail(path: str, problems: list[str]) -> None:
+    if problems:
+        shown = "; ".join(problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise PeaksFileError(f"{path}: {shown}{more}")
+
+
+def _read_json(path: str, text: str) -> Any:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json keeps the last of two equal keys silently; an override file that says
+        # "H100" twice is a mistake worth naming.
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                raise PeaksFileError(f"{path}: key {k!r} appears twice")
+            out[k] = v
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs,
+                          parse_constant=lambda c: _reject_constant(path, c))
+    except json.JSONDecodeError as e:
+        raise PeaksFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: "
+                             f"{e.msg}") from None
+
+
+def _reject_constant(path: str, constant: str) -> Any:
+    # Python's json accepts NaN and Infinity, which are not JSON and not peaks.
+    raise PeaksFileError(f"{path}: {constant} is not a valid peak value")
+
+
+# ---------------------------------------------------------------------------------------
+# The shipped table.
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    patterns: tuple[tuple[str, bool], ...]  # (lower-cased pattern, anchored at the end)
+    gcn_arch: tuple[str, ...]
+    peaks: dict[str, float | None]
+    source: str
+
+
+def _table_text() -> tuple[str, str]:
+    """The shipped table's text and a path for messages."""
+    ref = resources.files("tb_diagnostics").joinpath("data").joinpath("device_peaks.json")
+    try:
+        return ref.read_text(encoding="utf-8"), str(ref)
+    except (FileNotFoundError, NotADirectoryError):
+        # A source checkout run without installing still has the file beside the package.
+        p = Path(__file__).resolve().parents[2] / "data" / "device_peaks.json"
+        try:
+            return p.read_text(encoding="utf-8"), str(p)
+        except OSError as e:
+            raise PeaksFileError(f"{p}: cannot read the device peaks table: "
+                                 f"{e.strerror or e}") from None
+
+
+def _validate_table(path: str, data: Any) -> list[dict[str, Any]]:
+    if not isinstance(data, dict):
+        raise PeaksFileError(f"{path}: the table must be a JSON object")
+    problems: list[str] = []
+    unknown = set(data) - _TABLE_KEYS
+    if unknown:
+        problems.append(f"unknown top-level keys {sorted(unknown)}")
+    if data.get("version") != 1:
+        problems.append(f"version must be 1, not {data.get('version')!r}")
+    rows = data.get("devices")
+    if not isinstance(rows, list) or not rows:
+        raise PeaksFileError(f"{path}: devices must be a non-empty list")
+    seen_patterns: dict[str, str] = {}
+    seen_arch: dict[str, str] = {}
+    for i, row in enumerate(rows):
+        where = f"devices[{i}]"
+        if not isinstance(row, dict):
+            problems.append(f"{where} must be an object")
+            continue
+        name = row.get("name")
+        if isinstance(name, str) and name.strip():
+            where = f"devices[{i}] ({name})"
+        else:
+            problems.append(f"{where}: name must be a non-empty string")
+        extra = set(row) - _ROW_KEYS
+        if extra:
+            problems.append(f"{where}: unknown keys {sorted(extra)}")
+        source = row.get("source")
+        if not isinstance(source, str) or not source.strip():
+            problems.append(f"{where}: source must be a non-empty string")
+        if "notes" in row and not isinstance(row["notes"], str):
+            problems.append(f"{where}: notes must be a string")
+        match = row.get("match")
+        if (not isinstance(match, list) or not match
+                or not all(isinstance(m, str) and m.strip(" $") for m in match)):
+            problems.append(f"{where}: match must be a non-empty list of non-empty strings")
+        else:
+            for m in match:
+                key = m.lower()
+                # Two rows claiming one pattern would make the winner depend on row order.
+                if key in seen_patterns and seen_patterns[key] != where:
+                    problems.append(f"{where}: pattern {m!r} is also on {seen_patterns[key]}")
+                seen_patterns[key] = where
+        arch = row.get("gcn_arch", [])
+        if not isinstance(arch, list) or not all(isinstance(a, str) and a for a in arch):
+            problems.append(f"{where}: gcn_arch must be a list of strings")
+        else:
+            for a in arch:
+                key = a.lower()
+                # The fallback is only for an architecture one row can answer for.
+                if key in seen_arch:
+                    problems.append(f"{where}: gcn_arch {a!r} is also on {seen_arch[key]}")
+                seen_arch[key] = where
+        peaks = row.get("peaks")
+        if not isinstance(peaks, dict):
+            problems.append(f"{where}: peaks must be an object")
+            continue
+        missing = [k for k in PEAK_KEYS if k not in peaks]
+        if missing:
+            problems.append(f"{where}: peaks lacks {missing} (write null for none)")
+        for k, v in peaks.items():
+            if k not in PEAK_KEYS:
+                problems.append(f"{where}: unknown peak key {k!r}")
+            else:
+                _check_value(where, k, v, problems)
+    _fail(path, problems)
+    return rows
+
+
+@functools.lru_cache(maxsize=1)
+def _load_table() -> tuple[tuple[dict[str, Any], ...], tuple[_Row, ...]]:
+    text, path = _table_text()
+    rows = _validate_table(path, _read_json(path, text))
+    compiled = tuple(
+        _Row(name=r["name"],
+             patterns=tuple((m.rstrip("$").lower(), m.endswith("$")) for m in r["match"]),
+             gcn_arch=tuple(a.lower() for a in r.get("gcn_arch", [])),
+             peaks={k: (None if r["peaks"][k] is None else float(r["peaks"][k]))
+                    for k in PEAK_KEYS},
+             source=r["source"])
+        for r in rows)
+    return tuple(rows), compiled
+
+
+def table() -> list[dict[str, Any]]:
+    """The rows of the shipped table, validated (a fresh copy: callers may mutate it)."""
+    return copy.deepcopy(list(_load_table()[0]))
+
+
+def _normalise(name: str) -> str:
+    # Drivers have been seen to pad names; one space between words is what patterns expect.
+    return " ".join(name.split()).lower()
+
+
+def _matches(pattern: str, anchored: bool, name: str) -> bool:
+    """Whether ``pattern`` occurs in ``name`` as whole words (both lower-cased)."""
+    start = name.find(pattern)
+    while start != -1:
+        end = start + len(pattern)
+        before = start == 0 or not (pattern[0].isalnum() and name[start - 1].isalnum())
+        if anchored:
+            after = end == len(name)
+        else:
+            after = end == len(name) or not (pattern[-1].isalnum() and name[end].isalnum())
+        if before and after:
+            return True
+        start = name.find(pattern, start + 1)
+    return False
+
+
+def _row_for_name(device_name: str) -> _Row | None:
+    name = _normalise(device_name)
+    best: tuple[int, _Row] | None = None
+    for row in _load_table()[1]:
+        for pattern, anchored in row.patterns:
+            # Strictly longer wins, so on a tie the earlier row keeps it (table order).
+            if _matches(pattern, anchored, name) and (best is None or len(pattern) > best[0]):
+                best = (len(pattern), row)
+    return best[1] if best else None
+
+
+def _row_for_arch(properties: Mapping[str, Any] | None) -> tuple[_Row, str] | None:
+    if not properties:
+        return None
+    arch = properties.get("gcnArchName")
+    if not isinstance(arch, str) or not arch.strip():
+        return None
+    # "gfx942:sramecc+:xnack-": the feature flags after the colon do not change the part.
+    base = arch.split(":", 1)[0].strip().lower()
+    for row in _load_table()[1]:
+        if base in row.gcn_arch:
+            return row, base
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Overrides.
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """A parsed override file: entries keyed by device-name substring, ``cpu`` or ``*``."""
+
+    path: str
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def entry_for(self, device_name: str | None) -> dict[str, Any] | None:
+        """The entry that applies to ``device_name`` (None: a CPU-only trace), if any.
+
+        The longest key found in the name wins; ``*`` only when no key is found. A
+        CPU-only trace takes ``cpu`` alone: a ``*`` written with accelerators in mind
+        would give a CPU peaks a thousand times too high.
+        """
+        if device_name is None:
+            return self.entries.get(CPU_KEY)
+        name = _normalise(device_name)
+        best: tuple[int, dict[str, Any]] | None = None
+        for key, entry in self.entries.items():
+            if key in (CPU_KEY, ANY_KEY):
+                continue
+            needle = _normalise(key)
+            if needle and needle in name and (best is None or len(needle) > best[0]):
+                best = (len(needle), entry)
+        if best is not None:
+            return best[1]
+        return self.entries.get(ANY_KEY)
+
+
+def load_overrides(path: str | os.PathLike[str]) -> Overrides:
+    """Parse an override file; :class:`PeaksFileError` names the file and the problem."""
+    shown = os.fspath(path)
+    try:
+        text = Path(shown).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PeaksFileError(f"{shown}: peaks override file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise PeaksFileError(f"{shown}: cannot read peaks override file: {reason}") from None
+    data = _read_json(shown, text)
+    if not isinstance(data, dict):
+        raise PeaksFileError(f"{shown}: must be a JSON object of device entries")
+    # The "devices" wrapper mirrors the table; the bare mapping is accepted for brevity.
+    devices = data.get("devices", data)
+    if "devices" in data and set(data) - {"devices", "version"}:
+        raise PeaksFileError(f"{shown}: unknown top-level keys "
+                             f"{sorted(set(data) - {'devices', 'version'})}")
+    if not isinstance(devices, dict):
+        raise PeaksFileError(f"{shown}: devices must be an object keyed by device name")
+    problems: list[str] = []
+    entries: dict[str, dict[str, Any]] = {}
+    folded: dict[str, str] = {}
+    for key, entry in devices.items():
+        where = f"devices[{key!r}]"
+        if not key.strip():
+            problems.append("an empty device key matches every name; use \"*\"")
+            continue
+        norm = _normalise(key)
+        if norm in folded:
+            # Matching ignores case, so "H100" and "h100" would fight over the same names.
+            problems.append(f"{where}: same key as {folded[norm]!r} (matching ignores case)")
+            continue
+        folded[norm] = key
+        if not isinstance(entry, dict):
+            problems.append(f"{where} must be an object of peaks")
+            continue
+        clean: dict[str, Any] = {}
+        for k, v in entry.items():
+            if k not in _ENTRY_KEYS:
+                problems.append(f"{where}: unknown key {k!r} (expected one of "
+                                f"{', '.join(PEAK_KEYS)} or name)")
+            elif k == "name":
+                if not isinstance(v, str) or not v.strip():
+                    problems.append(f"{where}: name must be a non-empty string")
+                else:
+                    clean[k] = v
+            else:
+                clean[k] = _check_value(where, k, v, problems)
+        entries[norm if norm in (CPU_KEY, ANY_KEY) else key] = clean
+    _fail(shown, problems)
+    return Overrides(path=shown, entries=entries)
+
+
+def overrides_from_env(environ: Mapping[str, str] = os.environ) -> Overrides | None:
+    """The overrides named by ``TB_DIAGNOSTICS_PEAKS``; None when unset or empty."""
+    value = environ.get(PEAKS_ENV, "").strip()
+    if not value:
+        return None
+    return load_overrides(value)
+
+
+# ---------------------------------------------------------------------------------------
+# Lookup.
+
+
+def lookup(device_name: str | None, properties: Mapping[str, Any] | None = None,
+           overrides: Overrides | None = None) -> DevicePeaks | None:
+    """The peaks of the device a trace names, with any override applied.
+
+    ``device_name`` is ``deviceProperties[].name`` (None for a CPU-only trace);
+    ``properties`` is that deviceProperties entry, read for ``gcnArchName`` when the name
+    selects no row. None when neither the table nor an override knows the device.
+    """
+    row: _Row | None = None
+    arch_note = ""
+    if device_name is not None:
+        row = _row_for_name(device_name)
+        if row is None:
+            by_arch = _row_for_arch(properties)
+            if by_arch is not None:
+                row, arch = by_arch
+                # Say so: a generic name on a sibling part (MI300A on gfx942) gets these.
+                arch_note = f"; matched by gcnArchName {arch}, not by name"
+    entry = overrides.entry_for(device_name) if overrides is not None else None
+
+    if row is None and not (entry and any(k in PEAK_KEYS for k in entry)):
+        return None  # an override with no figures says nothing about an unknown device
+    peaks: dict[str, float | None] = (dict(row.peaks) if row is not None
+                                      else dict.fromkeys(PEAK_KEYS))
+    source = (row.source + arch_note) if row is not None else None
+    name = row.name if row is not None else device_name
+    if entry is not None:
+        values = {k: v for k, v in entry.items() if k in PEAK_KEYS}
+        changed = [k for k, v in values.items() if peaks.get(k) != v]
+        peaks.update(values)
+        if "name" in entry:
+            name = entry["name"]
+        elif name is None:
+            name = "CPU"  # only a CPU-only trace reaches here without a name
+        if row is None or changed or "name" in entry:
+            assert overrides is not None
+            mark = f"override: {overrides.path}"
+            # Partly overridden: both sources hold some of the figures, so name both.
+            whole = row is None or all(k in values for k in PEAK_KEYS)
+            source = mark if whole else f"{source}; {mark}"
+    return DevicePeaks(name=name, peaks=peaks, source=source)
