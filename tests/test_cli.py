@@ -13,9 +13,13 @@ from tb_diagnostics.cli import main
 
 STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "device_busy_us",
              "device_busy", "idle", "verdict", "main_idle_cause", "self_cpu_us", "self_device_us",
-             "ops", "kernels", "flags", "comm_us", "exposed_comm_us", "overlap"}
+             "ops", "kernels", "flags", "comm_us", "exposed_comm_us", "overlap",
+             "flops", "achieved_tflops", "flop_utilisation", "flop_precision",
+             "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"}
 SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors",
-             "distributed"}
+             "distributed", "roofline"}
+ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
+                 "unmodelled", "unmodelled_device_us", "notes"}
 
 
 @pytest.fixture
@@ -45,6 +49,13 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
                                             "profiler_us", "comm_us"}
     assert [s["verdict"] for s in span["steps"]] == ["overhead-bound", "compute-bound"]
     assert isinstance(span["findings"], list)
+    assert set(span["roofline"]) == ROOFLINE_KEYS
+    # "Test GPU" is in no peak table: its roofline says so, with every peak null.
+    assert span["roofline"]["device"] == {
+        "name": "Test GPU", "source": None,
+        "peaks": dict.fromkeys(("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
+                                "hbm_gbps"))}
+    assert any("no peak figures for Test GPU" in n for n in span["roofline"]["notes"])
 
 
 def test_run_filter_and_unknown_run(logdir, capsys):

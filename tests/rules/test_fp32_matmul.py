@@ -46,3 +46,28 @@ def test_kernel_classes():
 def test_resnet_on_v100_fires(shared):
     (f,) = RULE.run(shared("kineto_resnet50_v100_dataloader_workers0"))
     assert "compute capability 7.0" in f.message and "fp16 autocast" in f.message
+
+
+def _typed_steps(b, kernel: str) -> None:
+    """fp32 GEMMs (Input type float) run by the given kernel, as cuBLASLt names them."""
+    for s in range(2):
+        t0 = s * 1000
+        b.step(s + 1, t0, 999)
+        b.op("aten::mm", t0 + 10, 20, dims=[[1024, 1024], [1024, 1024]],
+             types=["float", "float"])
+        b.launch(kernel, t0 + 12, t0 + 20, 800)
+
+
+def test_fires_on_fp32_gemms_run_by_cublaslt_xmma_kernels(make_builder):
+    b = make_builder(device_properties=[A100])
+    kernel = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1"
+    assert classify(kernel) is None  # the kernel name alone gives no precision away
+    _typed_steps(b, kernel)
+    (f,) = RULE.run(b.analysis())
+    assert "fp32 GEMM/convolution kernels take" in f.message and "from aten::mm" in f.message
+
+
+def test_silent_when_the_fp32_gemms_run_in_tf32(make_builder):
+    b = make_builder(device_properties=[A100])
+    _typed_steps(b, "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4")
+    assert RULE.run(b.analysis()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -94,11 +95,18 @@ def fmt_count(x: float) -> str:
 
 
 def op_label(name: str, input_dims: str | None, width: int = 60) -> str:
-    """An op with its recorded shapes, as people write it: ``aten::mm [64,64] [64,64]``."""
+    """An op with its tensors' recorded shapes, as people write it:
+    ``aten::mm [64,64] [64,64]`` (scalars and other non-tensor arguments left out)."""
     if not input_dims:
         return name
-    dims = input_dims.replace(",[]", "").replace("[],", "").replace(" ", "")
-    return f"{name} {short_name(dims, width)}"
+    try:
+        dims = json.loads(input_dims)
+    except ValueError:
+        return name
+    if not isinstance(dims, list):
+        return name
+    shapes = [json.dumps(d, separators=(",", ":")) for d in dims if isinstance(d, list) and d]
+    return f"{name} {short_name(' '.join(shapes), width)}" if shapes else name
 
 
 def fmt_flops(x: float) -> str:

@@ -16,11 +16,9 @@ Why it matters
     read the inputs and write the result once. On an H100, an elementwise op on a
     100 MB tensor costs ~60 µs, almost all of it moving bytes. This is what
     torch.compile's Inductor does first: it fuses pointwise and reduction chains into
-    one Triton kernel.
-
-    The saving assumes the fused kernel moves as many bytes as the chain's largest op
-    (its outside inputs and its result, tensors of the same size) at the bandwidth the
-    chain achieved.
+    one Triton kernel. The saving assumes the fused kernel moves as many bytes as the
+    chain's largest op (its outside inputs and its result, tensors of the same size) at
+    the bandwidth the chain achieved.
 
 How to fix
     Compile the module: ``model = torch.compile(model)`` (or the function that holds the

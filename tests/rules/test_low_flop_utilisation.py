@@ -1,0 +1,57 @@
+"""low-flop-utilisation: compute-bound steps whose priced kernels are far from the roofline."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_diagnostics.rules.low_flop_utilisation import RULE
+
+BF16 = ["c10::BFloat16", "c10::BFloat16"]
+# H100 SXM (the shipped table): bf16 989.4 TFLOP/s dense, 3350 GB/s.
+N = 4096
+FLOPS = 2.0 * N**3
+IDEAL_US = FLOPS / 989.4e6  # compute-bound: 138.9 µs
+
+
+def _steps(b, kernel_us: float, step_us: float = 1000.0, n: int = 3) -> None:
+    for s in range(n):
+        t0 = s * step_us
+        b.step(s + 1, t0, step_us - 1)
+        b.op("aten::mm", t0 + 5, 20, dims=[[N, N], [N, N]], types=BF16)
+        b.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", t0 + 8, t0 + 40, kernel_us)
+
+
+def test_fires_on_a_slow_gemm_and_names_it(builder):
+    _steps(builder, kernel_us=900.0)
+    (f,) = RULE.run(builder.analysis())
+    assert f.steps == [1, 2, 3]
+    assert "aten::mm [4096,4096] [4096,4096]" in f.message
+    assert "900 µs per step" in f.message and "139 µs" in f.message
+    assert "15% of roofline" in f.message and "compute-bound, bf16" in f.message
+    # Savings are counted to 70 % of the roofline, what tuned GEMMs reach.
+    assert f.savings_us == pytest.approx(900.0 - IDEAL_US / 0.7)
+    assert {e.name for e in f.evidence} == {"aten::mm"}
+
+
+def test_silent_near_the_roofline(builder):
+    _steps(builder, kernel_us=200.0, step_us=240.0)
+    assert RULE.run(builder.analysis()) == []
+
+
+def test_silent_when_the_step_is_not_compute_bound(builder):
+    _steps(builder, kernel_us=300.0)  # 30 % busy: overhead, not compute
+    assert RULE.run(builder.analysis()) == []
+
+
+def test_silent_without_peaks(make_builder):
+    b = make_builder(device_properties=[{"id": 0, "name": "Mystery GPU 9000"}])
+    _steps(b, kernel_us=900.0)
+    assert RULE.run(b.analysis()) == []
+
+
+def test_silent_without_shapes(builder):
+    for s in range(3):
+        builder.step(s + 1, s * 1000, 999)
+        builder.op("aten::mm", s * 1000 + 5, 20)
+        builder.launch("gemm", s * 1000 + 8, s * 1000 + 40, 900)
+    assert RULE.run(builder.analysis()) == []
