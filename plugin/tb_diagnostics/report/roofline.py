@@ -62,7 +62,7 @@ def _op_entry(f: GroupFigures, rows: list[int], steps: list[int | None]) -> dict
     return {
         "name": g.name, "input_dims": _json(g.input_dims), "input_types": _json(g.input_types),
         "concrete_inputs": _json(g.concrete_inputs), "family": g.cost.family if g.cost else None,
-        "calls": f.calls, "flops": _sig(f.flops), "bytes": _sig(f.bytes),
+        "calls": f.calls, "flops": round(f.flops), "bytes": round(f.bytes),
         "device_us": _r(f.device_us), "precision": f.precision,
         "peak_precision": f.peak_precision, "intensity": _sig(f.intensity),
         "achieved_tflops": _sig(achieved), "achieved_gbps": _sig(gbps), "bound": f.bound,
@@ -136,7 +136,7 @@ def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> No
     rf = roofline(analysis)
     for k, (s, w) in enumerate(zip(steps, analysis.windows, strict=True)):
         achieved, util = step_utilisation(rf, k, w.wall_us)
-        s["flops"] = _sig(rf.step_flops[k])
+        s["flops"] = round(float(rf.step_flops[k]))
         s["achieved_tflops"] = _sig(achieved)
         s["flop_utilisation"] = _r(util, 6)
         s["flop_precision"] = rf.step_precision[k]
