@@ -12,6 +12,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
 from tb_diagnostics.report.text import _columns, _device, _row, _spans, headline
 
 #: The tab's colours, so a reader who knows the tab reads the chart the same way.
@@ -103,6 +104,27 @@ def _finding(f: dict[str, Any]) -> str:
             f'{_e(tail)}</summary><p>{_e(f["message"])}</p>{table}{confirm}</details>')
 
 
+def _pct_or_unknown(x: float | None) -> str:
+    return "?" if x is None else f"{100 * x:.0f}%"
+
+
+def _roofline(span: dict[str, Any]) -> str:
+    """The roofline summary and the ops losing the most time against it, as a table."""
+    summary = roofline_summary(span)
+    if summary is None:
+        return ""
+    rows = "".join(
+        f'<tr><td class="l"><code>{_e(o["name"])}</code> {_e(op_shapes(o))}</td>'
+        f'<td class="l">{_e(o["precision"] or "?")}</td><td class="l">{_e(o["bound"])}</td>'
+        f'<td>{o["calls"]}</td><td>{o["device_us"] / 1000:.2f}</td>'
+        f'<td>{_pct_or_unknown(o["roofline_pct"])}</td>'
+        f'<td>{o["loss_us"] / 1000:.2f}</td></tr>' for o in top_losses(span, 8))
+    table = ('<table class="steps"><tr><th class="l">op and shapes</th><th class="l">precision'
+             '</th><th class="l">bound</th><th>calls</th><th>device ms</th><th>of roofline</th>'
+             f'<th>ms lost</th></tr>{rows}</table>') if rows else ""
+    return f"<h3>Roofline</h3><p>{_e(summary[0].upper() + summary[1:])}</p>{table}"
+
+
 def _tree(node: dict[str, Any], depth: int = 0, open_: bool = True) -> str:
     marks = "".join(f'<span class="mark">{_e(m)}</span>' for m in node.get("marks", ()))
     label = (f'<code>{_e(node["name"])}</code> <span class="note">{_e(node["kind"])} ×'
@@ -137,6 +159,7 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         body.extend(f'<p class="note">Note: {_e(x)}</p>' for x in span["notes"])
         if span["steps"]:
             body.append("<h3>Steps</h3>" + step_chart_svg(span) + _step_table(span))
+        body.append(_roofline(span))
         if span["findings"]:
             body.append("<h3>Findings</h3>" + "".join(_finding(f) for f in span["findings"]))
         if span["file"] in chains:

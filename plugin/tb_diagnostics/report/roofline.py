@@ -148,3 +148,35 @@ def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> No
             s["busy_compute_bound_us"] = _r(c)
             s["busy_memory_bound_us"] = _r(m_)
             s["busy_unmodelled_us"] = _r(max(w.device_busy_us - c - m_, 0.0))
+
+
+def top_losses(span: dict[str, Any], n: int = 5) -> list[dict[str, Any]]:
+    """The op groups of a span document that lose the most time against their roofline."""
+    roof = span.get("roofline") or {}
+    ops = [o for o in roof.get("ops", []) if (o.get("loss_us") or 0) > 0]
+    return sorted(ops, key=lambda o: -o["loss_us"])[:n]
+
+
+def op_shapes(op: dict[str, Any]) -> str:
+    """``[64,64] [64,64]``: an op entry's tensor shapes, scalars left out."""
+    dims = op.get("input_dims") or []
+    return " ".join(str(d).replace(" ", "") for d in dims if isinstance(d, list) and d)
+
+
+def roofline_summary(span: dict[str, Any]) -> str | None:
+    """One line: the device's peaks and where the busy time goes (None without a roofline)."""
+    roof = span.get("roofline")
+    if not roof or not roof.get("ops"):
+        return None
+    dev = roof["device"]
+    utils = [s["flop_utilisation"] for s in span["steps"] if s.get("flop_utilisation")]
+    text = f"roofline on {dev['name'] or 'an unknown device'}"
+    if utils:
+        utils.sort()
+        text += f": FLOP utilisation {100 * utils[len(utils) // 2]:.1f}% (median step)"
+    elif all(v is None for v in dev["peaks"].values()):
+        text += ": no peak figures (give them with --peaks FILE.json)"
+    unmodelled = roof.get("unmodelled_device_us") or 0
+    if unmodelled > 0:
+        text += f"; {unmodelled / 1000:.2f} ms of device time has no cost model"
+    return text

@@ -6,6 +6,8 @@ import textwrap
 from collections.abc import Iterator
 from typing import Any
 
+from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
+
 _CAUSE_WORDS = {
     "input": "waiting for the DataLoader",
     "sync": "while the host blocks in syncs",
@@ -111,6 +113,8 @@ def _columns(span: dict[str, Any]) -> tuple[str, ...]:
         cols = (*cols, "comm ms")
     if any(s["idle"].get("profiler_us", 0) > 0 for s in span["steps"]):
         cols = (*cols, "profiler ms")
+    if any(s.get("flop_utilisation") is not None for s in span["steps"]):
+        cols = (*cols, "TFLOP/s", "flop util")
     return cols
 
 
@@ -123,7 +127,25 @@ def _row(s: dict[str, Any], columns: tuple[str, ...] = _COLUMNS) -> list[str]:
         row.append(_ms(i.get("comm_us", 0.0)))
     if "profiler ms" in columns:
         row.append(_ms(i.get("profiler_us", 0.0)))
+    if "flop util" in columns:
+        util = s.get("flop_utilisation")
+        row.append(f"{s.get('achieved_tflops') or 0:.3g}")
+        row.append("—" if util is None else f"{100 * util:.1f}%")
     return row
+
+
+def _roofline_lines(span: dict[str, Any], bullet: str, code: str = "") -> list[str]:
+    """The roofline summary and the ops that lose the most time against it."""
+    summary = roofline_summary(span)
+    if summary is None:
+        return []
+    lines = [summary]
+    for o in top_losses(span):
+        pct = "?" if o["roofline_pct"] is None else f"{100 * o['roofline_pct']:.0f}%"
+        lines.append(f"{bullet}{code}{o['name']} {op_shapes(o)}{code} ({o['precision'] or '?'}, "
+                     f"{o['bound']}-bound): {o['device_us'] / 1000:.2f} ms on the device, "
+                     f"{pct} of roofline, {o['loss_us'] / 1000:.2f} ms lost")
+    return lines
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -147,6 +169,10 @@ def render_text(doc: dict[str, Any]) -> str:
                     (v.ljust if c in (3, 4) else v.rjust)(widths[c]) for c, v in enumerate(r)
                     if c > 0]
                 out.append("  " + "  ".join(cells).rstrip())
+        roof = _roofline_lines(span, "      ")
+        if roof:
+            out.append(f"  {roof[0]}; most time lost:" if len(roof) > 1 else f"  {roof[0]}")
+            out.extend(roof[1:])
         out.extend(_findings_text(span))
         out.append("")
     for r in doc["runs"]:
@@ -200,6 +226,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
                                        range(len(cols))) + "|")
             for s in span["steps"]:
                 out.append("| " + " | ".join(_row(s, cols)) + " |")
+            out.append("")
+        roof = _roofline_lines(span, "- ", "`")
+        if roof:
+            out.append(f"**{roof[0][0].upper()}{roof[0][1:]}**" +
+                       ("; most time lost:" if len(roof) > 1 else ""))
+            out.append("")
+            out.extend(roof[1:])
             out.append("")
         if span["findings"]:
             out.append("**Findings**")
