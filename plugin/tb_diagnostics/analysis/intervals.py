@@ -45,6 +45,11 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     return _merge_sorted(start[order], end[order])
 
 
+def union_sorted(start: np.ndarray, end: np.ndarray) -> Intervals:
+    """:func:`union` of intervals whose starts are already sorted (no sort is made)."""
+    return _merge_sorted(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
+
+
 def union_of_rows(start: np.ndarray, end: np.ndarray, rows: np.ndarray,
                   chunk: int = 1 << 15) -> Intervals:
     """The union of ``[start[r], end[r])`` over ``rows``, which are ascending, so their

@@ -21,7 +21,7 @@ from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.report.document import span_document
 from tb_diagnostics.report.text import headline
 from tb_diagnostics.server.loader import Progress
-from tb_diagnostics.server.tree import heaviest_path, present_tree
+from tb_diagnostics.server.tree import heaviest_path, path_to_row, present_tree
 
 #: Rule ids (or parts of them) whose findings mean "this step ran cold".
 _COLD_RULE_WORDS = ("cold", "warmup", "warm-up", "first-step")
@@ -95,11 +95,14 @@ def step_detail(analysis: SpanAnalysis, index: int,
     """One step's dispatch tree and timeline."""
     w = analysis.windows[index]
     tree = present_tree(analysis.call_tree(index).to_dict())
+    highlight = list(highlight)
     return {
         "step": w.step,
         "index": index,
         "verdict": w.verdict,
         "tree": tree,
         "open": heaviest_path(tree),
+        # The node of the first highlighted call, root first: the tab opens the tree there.
+        "highlight_path": path_to_row(analysis.model, w, tree, highlight[0]) if highlight else [],
         "timeline": step_timeline(analysis, index, highlight),
     }

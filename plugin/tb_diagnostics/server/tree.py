@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tb_diagnostics.trace.categories import SYNC_NAME
+from tb_diagnostics.analysis.dispatch import KIND_LABEL
+from tb_diagnostics.trace.categories import SYNC_NAME, Kind
 
 MAX_CHILDREN = 40
 
@@ -83,4 +84,52 @@ def heaviest_path(tree: dict[str, Any]) -> list[int]:
         path.append(node["id"])
         kids = [c for c in node.get("children", []) if c["kind"] != "more"]
         node = max(kids, key=lambda c: (c["device_us"], c["total_us"]), default=None)
+    return path
+
+
+def path_to_row(model: Any, window: Any, tree: dict[str, Any], row: int) -> list[int]:
+    """Node ids from the root of ``tree`` (a :func:`present_tree` of ``window``'s call
+    tree) down to the node that merged ``row``: what the tab opens to show one call.
+
+    The call tree merges calls by (kind, name) under their parent, so the row's
+    chain of enclosing calls names its node. Rows :func:`call_tree` leaves out
+    (Python rows, calls outside the window) end the chain as they end it there;
+    a device activity hangs under its launching call. Where the chain reaches a
+    pruned ("more") node the path stops there; ``[]`` for a row the tree cannot hold.
+    """
+    n = len(model)
+    if not 0 <= row < n:
+        return []
+
+    def placed(r: int) -> bool:
+        return (0 <= r < n and bool(model.is_host[r]) and int(model.kind[r]) != Kind.PYTHON
+                and r != window.row and window.host_start <= model.start[r] < window.host_end)
+
+    chain: list[int] = []
+    r = row
+    if not model.is_host[row]:  # a device activity: its node is under its launcher's
+        chain.append(row)
+        r = int(model.launcher[row])
+    elif not placed(row):
+        return []
+    while placed(r):
+        chain.append(r)
+        r = int(model.parent[r])
+    chain.reverse()
+    node, path = tree, [tree["id"]]
+    steps = [(KIND_LABEL[Kind(int(model.kind[x]))], model.name_of(x)) for x in chain]
+    top = chain[0] if chain else row
+    if window.row >= 0 and int(model.lane[top]) != int(model.lane[window.row]) \
+            and model.is_host[top]:
+        steps.insert(0, ("thread", model.lanes[int(model.lane[top])].label))
+    for kind, name in steps:
+        kids = node.get("children") or []
+        nxt = next((c for c in kids if c["kind"] == kind and c["name"] == name), None)
+        if nxt is None:
+            nxt = next((c for c in kids if c["kind"] == "more"), None)
+            if nxt is not None:
+                path.append(nxt["id"])
+            break
+        node = nxt
+        path.append(node["id"])
     return path

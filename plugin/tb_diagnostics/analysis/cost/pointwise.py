@@ -12,7 +12,14 @@ Bytes are the tensor inputs read once and the outputs written once.
 from __future__ import annotations
 
 from tb_diagnostics.analysis.cost.formula import CannotModel, Formula, need
-from tb_diagnostics.analysis.cost.shapes import PRECISION, OpArgs, broadcast, numel
+from tb_diagnostics.analysis.cost.shapes import (
+    ITEMSIZE,
+    PRECISION,
+    SCALAR_TYPE_ITEMSIZE,
+    OpArgs,
+    broadcast,
+    numel,
+)
 
 _NO_SHAPE = "an input's shape was not recorded"
 
@@ -39,11 +46,17 @@ _COMPARISON = frozenset(_names("eq ne lt le gt ge isnan isinf isfinite logical_n
 _WRITE_ONLY = frozenset({"fill_", "zero_", "normal_", "uniform_", "random_"})
 
 
+def _value_dtype(a: OpArgs, base: str) -> str | None:
+    """The dtype of the values: ``where``'s first argument is its bool condition."""
+    types = a.types[1:] if base == "where" else a.types
+    return next((t for t in types if t in ITEMSIZE), None)
+
+
 def _itemsize_out(a: OpArgs, d: int, base: str) -> int:
     if base in _COMPARISON:
         return 1
-    t = a.first_dtype()
-    return a.itemsize(a.types.index(t), d) if t else d
+    t = _value_dtype(a, base)
+    return ITEMSIZE[t] if t else d
 
 
 def _precision(a: OpArgs) -> str | None:
@@ -55,6 +68,8 @@ def _tensor_bytes(a: OpArgs, d: int) -> tuple[float, list[list[int]]]:
     """Bytes of every tensor input, and their shapes (a TensorList counts each member)."""
     total, shapes = 0.0, []
     for i in a.tensor_args():
+        if not a.shapes(i):  # a tensor whose recorded shape is malformed
+            raise CannotModel("its recorded shapes have an unexpected form")
         for s in a.shapes(i):
             total += numel(s) * (a.itemsize(i, d) or d)
             shapes.append(s)
@@ -70,7 +85,8 @@ def _elementwise(base: str) -> Formula:
         write = out * _itemsize_out(a, d, base)
         if base == "native_dropout":
             write += out  # the bool mask
-        return float(out), read + write, _precision(a)
+        t = _value_dtype(a, base)
+        return float(out), read + write, PRECISION.get(t) if t else None
 
     return formula
 
@@ -196,6 +212,16 @@ def _read_write(a: OpArgs, d: int) -> tuple[float, float, str | None]:
     return 0.0, float(2 * numel(x) * (a.itemsize(0, d) or d)), _precision(a)
 
 
+def _to_copy(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+    """``_to_copy(self, *, dtype, …)``: reads self, writes the copy in ``dtype`` (a
+    ScalarType code) when one was given."""
+    x = need(a.shape(0), _NO_SHAPE)
+    size = a.itemsize(0, d) or d
+    code = a.value(1)
+    out = SCALAR_TYPE_ITEMSIZE.get(code, size) if isinstance(code, int) else size
+    return 0.0, float(numel(x) * (size + out)), _precision(a)
+
+
 def _concat(a: OpArgs, d: int) -> tuple[float, float, str | None]:
     read, shapes = _tensor_bytes(a, d)
     if not shapes:
@@ -261,7 +287,7 @@ def _families() -> dict[str, tuple[str, Formula]]:
         out["aten::" + base] = ("norm", f)
     out["aten::embedding"] = ("embedding", _embedding)
     out["aten::embedding_dense_backward"] = ("embedding", _embedding_backward)
-    memory = {"copy_": _copy, "_to_copy": _read_write, "to": _read_write,
+    memory = {"copy_": _copy, "_to_copy": _to_copy, "to": _read_write,
               "clone": _read_write, "contiguous": _read_write, "cat": _concat,
               "stack": _concat, "index_select": _index_select, "gather": _gather,
               "scatter": _scatter, "scatter_": _scatter, "scatter_add": _scatter,

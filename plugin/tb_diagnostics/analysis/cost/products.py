@@ -113,9 +113,12 @@ def _scaled_mm(a: OpArgs, d: int) -> tuple[float, float, str | None]:
         raise CannotModel("_scaled_mm operands are not matrices")
     (m, k), n = x, y[1]
     out_code = a.value(6)
-    out_size = _SCALAR_TYPE_SIZE.get(out_code, 2) if isinstance(out_code, int) else 2
-    bias = a.shape(4)
     s = _size(a, 0, 1)
+    if isinstance(out_code, int):
+        out_size = _SCALAR_TYPE_SIZE.get(out_code, 2)
+    else:  # out_dtype=None writes the input's dtype; unrecorded, assume bf16
+        out_size = s if len(a.concrete) > 6 else 2
+    bias = a.shape(4)
     flops = 2.0 * m * n * k + (m * n if bias is not None else 0)
     return (flops, float((m * k + k * n) * s + m * n * out_size) + _bias_bytes(a, 4, out_size),
             _precision(a, 0) or "fp8")
@@ -280,16 +283,20 @@ _ATTENTION: dict[str, tuple[int, int, str, bool]] = {
     "aten::_efficient_attention_backward": (1, 14, "bshd", True),
 }
 #: FlashAttention's convention (and torch.utils.flop_counter's): the backward does the
-#: forward's two products again plus three more, 2.5× the forward.
+#: forward's two products again plus three more, 2.5× the forward (exactly so when the
+#: query/key and value head dims are equal: the products are 3 over D_qk and 2 over D_v).
 BACKWARD_FACTOR = 2.5
 
 
-def attention_products(q: list[int], k: list[int], v: list[int], causal: bool) -> float:
+def attention_products(q: list[int], k: list[int], v: list[int], causal: bool,
+                       backward: bool = False) -> float:
     """4·B·H·S_q·S_kv·D (bhsd shapes), halved for causal masking: the masked half of
-    the score matrix is skipped by the fused kernels."""
+    the score matrix is skipped by the fused kernels. The backward is
+    2·B·H·S_q·S_kv·(3·D_qk + 2·D_v), ``torch.utils.flop_counter``'s five products."""
     b, h, s_q, d_q = q
     s_k, d_v = k[2], v[3]
-    flops = 2.0 * b * h * s_q * s_k * d_q + 2.0 * b * h * s_q * s_k * d_v
+    n_qk, n_v = (3, 2) if backward else (1, 1)
+    flops = 2.0 * b * h * s_q * s_k * (n_qk * d_q + n_v * d_v)
     return flops / 2 if causal else flops
 
 
@@ -304,12 +311,11 @@ def _attention(name: str) -> Formula:
             q, k, v = ([t[0], t[2], t[1], t[3]] for t in (q, k, v))
         flag = a.value(ci)
         causal = bool(flag) if isinstance(flag, (bool, int)) else False
-        flops = attention_products(q, k, v, causal)
+        flops = attention_products(q, k, v, causal, backward)
         s = _size(a, qi, d)
         out = q[0] * q[1] * q[2] * v[3]
         if backward:  # reads grad_out, q, k, v, out; writes dq, dk, dv
             nbytes = (2 * out + 2 * (numel(q) + numel(k) + numel(v))) * s
-            flops *= BACKWARD_FACTOR
         else:
             nbytes = (numel(q) + numel(k) + numel(v) + out) * s
         return flops, float(nbytes), _precision(a, qi)

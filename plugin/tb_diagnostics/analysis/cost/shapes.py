@@ -38,6 +38,13 @@ PRECISION: dict[str, str] = {
     "signed char": "int8", "unsigned char": "int8", "c10::qint8": "int8", "c10::quint8": "int8",
 }
 
+#: ``c10::ScalarType`` codes (how ``Concrete Inputs`` writes a ``dtype`` argument) → bytes
+#: per element (c10/core/ScalarType.h).
+SCALAR_TYPE_ITEMSIZE: dict[int, int] = {
+    0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 12: 1, 13: 1,
+    14: 4, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1,
+}
+
 _NON_TENSOR = frozenset({"Scalar", "ScalarList", "TensorList", "", "GenericList"})
 
 _decode_any = msgspec.json.Decoder()
@@ -52,9 +59,15 @@ def _parse(text: str | None) -> Any:
         return None
 
 
+def is_shape(shape: Any) -> bool:
+    """A tensor shape: a list of sizes (ints ≥ 0)."""
+    return isinstance(shape, list) and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+
+
 def numel(shape: Any) -> int:
     """Elements of one tensor shape (a list of ints); 0 for anything else."""
-    if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+    if not is_shape(shape):
         return 0
     return math.prod(shape) if shape else 1
 
@@ -93,19 +106,20 @@ class OpArgs:
         if i >= len(self.dims):
             return None
         s = self.dims[i]
-        if not isinstance(s, list) or not all(isinstance(x, int) for x in s):
+        if not is_shape(s):
             return None
         if i < len(self.types) and self.types[i] in _NON_TENSOR and not s:
             return None  # a scalar or a non-tensor argument
         return s
 
     def shapes(self, i: int) -> list[list[int]]:
-        """The shapes of argument ``i`` as a list: one for a tensor, several for a TensorList."""
+        """The shapes of argument ``i`` as a list: one for a tensor, several for a TensorList
+        (none when a member's shape is malformed)."""
         if i >= len(self.dims) or not isinstance(self.dims[i], list):
             return []
         s = self.dims[i]
         if s and all(isinstance(x, list) for x in s):
-            return [x for x in s if all(isinstance(d, int) for d in x)]
+            return s if all(is_shape(x) for x in s) else []
         one = self.shape(i)
         return [one] if one is not None else []
 
@@ -149,6 +163,8 @@ class OpArgs:
         parsed = _parse(text)
         if parsed is None and text.endswith("."):  # "0." for a float zero
             parsed = _parse(text + "0")
+        if parsed is None and text.startswith("["):  # a bool list: "[False, True, True]"
+            parsed = _parse(text.replace("True", "true").replace("False", "false"))
         return parsed
 
     def int_list(self, i: int, n: int, default: int) -> list[int] | None:

@@ -108,9 +108,11 @@ def _climb(parent: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarra
 def _default_itemsize(m, rows: np.ndarray) -> int:
     """The element size of the span's commonest floating dtype (for TensorList members,
     whose dtype the trace does not write)."""
-    ids, counts = np.unique(m.input_types[rows], return_counts=True)
-    for sid in ids[np.argsort(-counts)].tolist()[:20]:
-        text = m.string(int(sid)) or ""
+    counts = np.bincount(m.input_types[rows].astype(np.int64) + 1)  # ids ≥ -1, few
+    for code in np.argsort(-counts, kind="stable")[:20].tolist():
+        if counts[code] == 0:
+            break
+        text = m.string(code - 1) or ""
         for t in ("c10::BFloat16", "c10::Half", "float", "double"):
             if f'"{t}"' in text:
                 return ITEMSIZE[t]

@@ -31,7 +31,7 @@ from tb_diagnostics.analysis.cost.peaks import (
     lookup,
     overrides_from_env,
 )
-from tb_diagnostics.analysis.intervals import Intervals, covered, union
+from tb_diagnostics.analysis.intervals import Intervals, covered, union_of_rows, union_sorted
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.op_costs import OpGroup, op_costs
@@ -178,25 +178,30 @@ def peak_precision(precision: str | None, tensor_op: bool, peaks: DevicePeaks | 
     return key
 
 
-def _group_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> np.ndarray:
-    """Per group, the length of the union of its intervals (groups kept apart by offsets)."""
-    ok = group >= 0
-    if not ok.any():
+def _group_union(group: np.ndarray, rows: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 n: int) -> np.ndarray:
+    """Per group, the length of the union of its rows' intervals. ``rows`` ascend (so do
+    their starts); a stable sort by group keeps each group's starts sorted, and offsets keep
+    the groups apart, so one merge without a sort does every group."""
+    ok = np.flatnonzero(group >= 0)
+    if not ok.size:
         return np.zeros(n)
-    g = group[ok].astype(np.float64)
-    s, e = start[ok], end[ok]
+    order = ok[np.argsort(group[ok], kind="stable")]
+    g = group[order]
+    s, e = start[rows[order]], end[rows[order]]
     width = float(max(e.max(), 0.0) - min(s.min(), 0.0)) + 1.0
     offset = g * width
-    iv = union(s + offset, e + offset)
+    iv = union_sorted(s + offset, e + offset)
     owner = np.floor(iv.start / width).astype(np.int64)
     return np.bincount(owner, weights=iv.end - iv.start, minlength=n)
 
 
 def _class_intervals(figs: list[GroupFigures], activity_group: np.ndarray,
-                     start: np.ndarray, end: np.ndarray) -> dict[str, Intervals]:
+                     rows: np.ndarray, start: np.ndarray, end: np.ndarray,
+                     ) -> dict[str, Intervals]:
     bound_of = np.asarray([BOUNDS.index(f.bound) if f.bound else -1 for f in figs] or [-1])
     cls = np.where(activity_group >= 0, bound_of[np.maximum(activity_group, 0)], -1)
-    return {b: union(start[cls == i], end[cls == i]) for i, b in enumerate(BOUNDS)}
+    return {b: union_of_rows(start, end, rows[cls == i]) for i, b in enumerate(BOUNDS)}
 
 
 @computed
@@ -206,12 +211,8 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
     peaks, peaks_problem = span_peaks(analysis)
     groups = oc.groups
     n_groups = len(groups)
-    if analysis.cpu_only:
-        act_start, act_end = m.start[oc.rows], m.end[oc.rows]
-    else:
-        acts = m.device_activity_rows
-        act_start, act_end = m.start[acts], m.end[acts]
-    device_us = _group_union(oc.activity_group, act_start, act_end, n_groups)
+    act_rows = oc.rows if analysis.cpu_only else m.device_activity_rows
+    device_us = _group_union(oc.activity_group, act_rows, m.start, m.end, n_groups)
     calls = np.bincount(oc.group, minlength=n_groups)
     precisions = _precisions(analysis, groups, oc.activity_group)
     bw = peaks.bandwidth_gbps if peaks is not None else None
@@ -243,14 +244,15 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
                              for f in figs])
         k_row = key_of[oc.group]
         use = ok & (k_row >= 0)
-        by = np.zeros((n_windows, len(keys)))
-        np.add.at(by, (window[use], k_row[use]), per_row[use])
+        cell = window[use].astype(np.int64) * len(keys) + k_row[use]
+        by = np.bincount(cell, weights=per_row[use],
+                         minlength=n_windows * len(keys)).reshape(n_windows, len(keys))
         step_precision = [keys[int(np.argmax(r))] if r.max() > 0 else None for r in by]
 
     busy_c = busy_m = None
     if peaks is not None and any(f.bound for f in figs):
         lo, hi = analysis.bounds
-        iv = _class_intervals(figs, oc.activity_group, act_start, act_end)
+        iv = _class_intervals(figs, oc.activity_group, act_rows, m.start, m.end)
         compute = covered(iv["compute"], lo, hi)
         both = covered(iv["compute"] | iv["memory"], lo, hi)
         busy = np.asarray([w.device_busy_us for w in analysis.windows])
@@ -321,8 +323,9 @@ def step_groups(analysis: SpanAnalysis) -> StepGroups:
                                  for f in rf.figures] or [0.0])
     w_rows = window_of_rows(analysis, oc.rows)
     ok = w_rows >= 0
-    ideal = np.zeros((n_w, n_g))
-    np.add.at(ideal, (w_rows[ok], oc.group[ok]), ideal_per_call[oc.group[ok]])
+    cell = w_rows[ok].astype(np.int64) * n_g + oc.group[ok]
+    ideal = np.bincount(cell, weights=ideal_per_call[oc.group[ok]],
+                        minlength=n_w * n_g).reshape(n_w, n_g)
     if analysis.cpu_only:
         w_act, dur = w_rows, m.dur[oc.rows]
     else:
@@ -330,6 +333,6 @@ def step_groups(analysis: SpanAnalysis) -> StepGroups:
                  else np.zeros(m.device_activity_rows.shape[0], dtype=np.int32))
         dur = m.dur[m.device_activity_rows]
     use = (w_act >= 0) & (rf.activity_group >= 0)
-    device = np.zeros((n_w, n_g))
-    np.add.at(device, (w_act[use], rf.activity_group[use]), dur[use])
+    cell = w_act[use].astype(np.int64) * n_g + rf.activity_group[use]
+    device = np.bincount(cell, weights=dur[use], minlength=n_w * n_g).reshape(n_w, n_g)
     return StepGroups(device_us=device, ideal_us=ideal)

@@ -11,6 +11,7 @@ import { VERDICT_HELP, bytes, stepLabel, verdictColor } from "./format.js";
 import { listenForReload } from "./ipc.js";
 import { Picker } from "./picker.js";
 import { readState, writeState } from "./state.js";
+import { RooflineView } from "./roofline.js";
 import { emptyState, loadingState, problemState, spanErrorState } from "./states.js";
 import { StepChart, legend } from "./stepchart.js";
 import { StepTable } from "./steptable.js";
@@ -53,6 +54,10 @@ export class App {
       onToggle: (key) => this.setState({ finding: key }),
     });
 
+    // Every op group against the device's ceilings; a point opens the op's first call.
+    const roof = card("Roofline", { id: "roofline" });
+    this.roofline = new RooflineView(roof.body, roof.head.querySelector(".card-tools"), { onOpen: (op) => this.openOp(op) });
+
     const tree = card("Dispatch chain", { id: "tree" });
     this.treeTools = tree.head.querySelector(".card-tools");
     this.tree = new TreeView(tree.body, { onShow: (n) => this.showNode(n) });
@@ -75,7 +80,7 @@ export class App {
     // The zoom goes into the URL so a shared link opens the same view (state.js).
     this.timeline.onView = (t0, t1) => this.setState({ zoom: t0 === null ? null : `${t0.toFixed(1)},${t1.toFixed(1)}` });
 
-    this.grid = h("div", { class: "grid" }, steps.el, findings.el, tree.el, tl.el);
+    this.grid = h("div", { class: "grid" }, steps.el, findings.el, roof.el, tree.el, tl.el);
     this.bodies = { tree: tree.body, timeline: tlEl };
     // Distributed runs: the ranks × steps heat map; a cell opens that rank's step.
     this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell) });
@@ -86,6 +91,7 @@ export class App {
       this.headline, this.ranks.el, this.compare.el, this.main);
     watchTheme(() => {
       this.chart.build();
+      this.roofline.build();
       this.timeline.themeChanged();
     });
     listenForReload(() => this.loadRuns(true));
@@ -225,6 +231,7 @@ export class App {
     this.findingsCount.textContent = s.findings.length ? `${s.findings.length} · by severity, then savings` : "";
     const known = s.findings.some((f, i) => findingKey(f, i) === this.state.finding);
     this.findings.setData(s, known ? this.state.finding : null);
+    this.roofline.setData(s);
     const index = this.defaultStep(s);
     this.stepIndex = -1;
     this.chart.setData(s.steps, index);
@@ -243,7 +250,7 @@ export class App {
   }
 
   // ---- step ---------------------------------------------------------------
-  selectStep(index, { highlight = [], focus = [] } = {}) {
+  selectStep(index, { highlight = [], focus = [], reveal = false } = {}) {
     const st = this.summary?.steps[index];
     if (!st) return;
     const stepChanged = index !== this.stepIndex;
@@ -255,10 +262,10 @@ export class App {
     this.setState({ step: st.step === null ? "all" : String(st.step) });
     clearTimeout(this.stepTimer);
     // Arrow keys in the table step quickly: fetch only once the user pauses.
-    this.stepTimer = setTimeout(() => this.loadStep(index, stepChanged, highlight, focus), stepChanged ? 120 : 0);
+    this.stepTimer = setTimeout(() => this.loadStep(index, stepChanged, highlight, focus, reveal), stepChanged ? 120 : 0);
   }
 
-  async loadStep(index, stepChanged, highlight, focus) {
+  async loadStep(index, stepChanged, highlight, focus, reveal) {
     const signal = this.abort("step");
     const st = this.summary.steps[index];
     const { run, worker, span } = this.state;
@@ -281,6 +288,8 @@ export class App {
       return;
     }
     if (stepChanged || !this.tree.tree) this.tree.setData(res.tree, res.open);
+    // Open the dispatch chain at the first highlighted call (the server finds its node).
+    if (reveal && res.highlight_path?.length) this.tree.reveal(res.tree, res.highlight_path);
     this.timeline.setData(res.timeline, focus);
     if (this.state.zoom && !focus.length) this.timeline.setView(...this.state.zoom.split(",").map(Number));
     document.body.dataset.ready = "true";
@@ -302,6 +311,16 @@ export class App {
       steps.find((s) => (f.steps || []).includes(s.step)) || steps[this.stepIndex];
     const rows = [e.row, ...f.evidence.filter((x) => ts0(st) <= x.ts && x.ts < ts1(st)).map((x) => x.row)];
     this.selectStep(st.index, { highlight: [...new Set(rows)], focus: [e.row] });
+    revealTimeline();
+  }
+
+  /** A roofline op: its first call's step, the call in the timeline and in the dispatch chain. */
+  openOp(op) {
+    const steps = this.summary.steps;
+    const st = steps.find((s) => s.step === (op.steps || [])[0]) || steps[this.stepIndex];
+    if (!st || !op.rows?.length) return;
+    const rows = op.rows.filter((r, i) => op.steps[i] === st.step);
+    this.selectStep(st.index, { highlight: rows.length ? rows : [op.rows[0]], focus: [op.rows[0]], reveal: true });
     revealTimeline();
   }
 

@@ -8,16 +8,30 @@ const COLUMNS = [
   { key: "step", label: "Step", value: (s) => s.index },
   { key: "wall", label: "Wall ms", num: true, value: (s) => s.wall_us },
   { key: "busy", label: "Device busy", value: (s) => s.device_busy },
+  // null (no peak for the precision, no FLOPs) sorts below every figure.
+  { key: "flop", label: "FLOP util", num: true, value: (s) => s.flop_utilisation ?? -1 },
   { key: "verdict", label: "Verdict", value: (s) => s.verdict },
   { key: "cause", label: "Main idle cause", value: (s) => s.main_idle_cause || "" },
   { key: "ops", label: "Ops", num: true, value: (s) => s.ops },
   { key: "kernels", label: "Kernels", num: true, value: (s) => s.kernels },
 ];
 
+function flopCell(s) {
+  const u = s.flop_utilisation;
+  const title = u === null || u === undefined
+    ? (s.flops ? "no peak figure for this device and precision (--peaks FILE.json)" : "no FLOPs counted (record_shapes off, or no modelled op)")
+    : `${s.achieved_tflops === null || s.achieved_tflops === undefined ? "—" : +s.achieved_tflops.toPrecision(3)} TFLOP/s achieved, of the ${s.flop_precision || "?"} peak`;
+  return h("td", { class: "num", title }, pct(u));
+}
+
 function busyBar(s) {
   const wall = s.wall_us || 1;
   const seg = (c, v) => h("span", { style: { width: `${(100 * v) / wall}%`, background: `var(--c-${c})` } });
-  const title = [`device busy ${dur(s.device_busy_us)}`,
+  // Busy time split by the roofline model (null without peaks).
+  const split = s.busy_compute_bound_us === null || s.busy_compute_bound_us === undefined ? [] : [
+    `  compute-bound ops ${dur(s.busy_compute_bound_us)}`, `  memory-bound ops ${dur(s.busy_memory_bound_us)}`,
+    `  no cost model ${dur(s.busy_unmodelled_us)}`];
+  const title = [`device busy ${dur(s.device_busy_us)}`, ...split,
     ...CAUSES.map((c) => `${CAUSE_LABEL[c]} ${dur(s.idle[`${c}_us`])}`)].join("\n");
   return h("span", { style: { display: "inline-flex", alignItems: "center", gap: "6px" }, title },
     h("span", { class: "bar" }, seg("busy", s.device_busy_us), CAUSES.map((c) => seg(c, s.idle[`${c}_us`]))),
@@ -79,6 +93,7 @@ export class StepTable {
       (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: f === "cold" ? "a cold step: first calls, allocator growth, profiler start" : "distorted by the profiler itself" }, f))),
     h("td", { class: "num" }, ms(s.wall_us)),
     h("td", null, busyBar(s)),
+    flopCell(s),
     h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) } }, s.verdict)),
     h("td", { class: "muted" }, s.main_idle_cause ? CAUSE_LABEL[s.main_idle_cause] : "—"),
     h("td", { class: "num" }, s.ops.toLocaleString()),

@@ -126,6 +126,34 @@ export class TreeView {
     if (handled) e.preventDefault();
   }
 
+  /**
+   * Open the tree at a node (a path of ids from the root, from the step route's
+   * highlight_path) and down its heaviest chain, so the op's launch and kernel
+   * show; mark the node and scroll it into the card, keeping the page still.
+   */
+  reveal(tree, path) {
+    const keep = this.tree === tree ? this.expanded : new Set([...this.expanded]);
+    if (tree !== this.tree) this.setData(tree, [tree.id]);
+    this.expanded = new Set([...keep, ...path.slice(0, -1)]);
+    const target = path[path.length - 1];
+    for (let n = this.byId.get(target), depth = 0; n && depth < 8; depth++) {
+      const kids = (n.children || []).filter((c) => c.kind !== "more");
+      if (!kids.length) break;
+      this.expanded.add(n.id);
+      n = kids.reduce((a, b) => ((b.device_us || 0) > (a.device_us || 0) ? b : a));
+    }
+    this.focusId = target;
+    this.render();
+    this.mark(target);
+    this.container.dataset.revealed = String(target);
+    const el = this.container.querySelector(`[data-id="${target}"] > .node`);
+    if (el) {
+      const box = this.container.getBoundingClientRect();
+      const r = el.getBoundingClientRect();
+      this.container.scrollTop += r.top - box.top - this.container.clientHeight / 3;
+    }
+  }
+
   /** Mark the node whose rows are shown in the timeline. */
   mark(id) {
     for (const x of this.container.querySelectorAll(".node.hl")) x.classList.remove("hl");
