@@ -178,20 +178,33 @@ def peak_precision(precision: str | None, tensor_op: bool, peaks: DevicePeaks | 
     return key
 
 
+#: Up to this many groups, each group's union is merged on its own (no full-length copies of
+#: the rows' times); beyond, one merge over offset copies does them all at once.
+_GROUPS_ONE_BY_ONE = 512
+
+
 def _group_union(group: np.ndarray, rows: np.ndarray, start: np.ndarray, end: np.ndarray,
                  n: int) -> np.ndarray:
     """Per group, the length of the union of its rows' intervals. ``rows`` ascend (so do
-    their starts); a stable sort by group keeps each group's starts sorted, and offsets keep
-    the groups apart, so one merge without a sort does every group."""
+    their starts), and a stable sort by group keeps each group's rows ascending."""
     ok = np.flatnonzero(group >= 0)
+    out = np.zeros(n)
     if not ok.size:
-        return np.zeros(n)
+        return out
     order = ok[np.argsort(group[ok], kind="stable")]
     g = group[order]
+    if n <= _GROUPS_ONE_BY_ONE:
+        bounds = np.searchsorted(g, np.arange(n + 1))
+        for k in np.flatnonzero(np.diff(bounds)).tolist():
+            out[k] = union_of_rows(start, end, rows[order[bounds[k]:bounds[k + 1]]]).total
+        return out
     s, e = start[rows[order]], end[rows[order]]
     width = float(max(e.max(), 0.0) - min(s.min(), 0.0)) + 1.0
     offset = g * width
-    iv = union_sorted(s + offset, e + offset)
+    s += offset
+    e += offset
+    del offset
+    iv = union_sorted(s, e)
     owner = np.floor(iv.start / width).astype(np.int64)
     return np.bincount(owner, weights=iv.end - iv.start, minlength=n)
 

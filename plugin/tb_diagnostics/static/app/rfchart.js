@@ -113,7 +113,7 @@ export class RooflineChart {
     const opts = {
       width: this.width(),
       height: HEIGHT,
-      padding: [10, 12, 0, 0],
+      padding: [10, this.gutter(), 0, 0],
       legend: { show: false },
       select: { show: false },
       cursor: { x: false, y: false, points: { show: false }, drag: { x: false, y: false, setScale: false } },
@@ -233,35 +233,63 @@ export class RooflineChart {
     }
   }
 
-  /** Roof labels at the right end (pushed apart when roofs are close), HBM along its slope. */
+  /**
+   * Roof labels in the right-hand gutter, level with their roof (two lines:
+   * the precisions, the peak), pushed apart with a leader line when roofs are
+   * close; the HBM label along its slope.
+   */
   drawLabels(u, ctx, dpr) {
-    const bw = this.peaks.hbm_gbps;
-    const { left, top, width } = u.bbox;
+    const { left, top, width, height } = u.bbox;
     ctx.save();
     ctx.font = `${11 * dpr}px Roboto, 'Liberation Sans', Arial, sans-serif`;
-    ctx.textBaseline = "bottom";
-    const gap = 13 * dpr;
-    let prev = -Infinity;
+    ctx.textBaseline = "alphabetic";
+    const block = 25 * dpr;
+    const x = left + width + 8 * dpr;
+    const ys = [];
+    for (const c of this.roofs) { // highest first: top to bottom
+      const y = u.valToPos(c.peak, "y", true);
+      ys.push(Math.max(y - block / 2, ys.length ? ys[ys.length - 1] + block : 0));
+    }
+    const over = ys.length ? ys[ys.length - 1] + block - (top + height) : 0;
+    for (let i = ys.length - 1, floor = top + height; i >= 0 && over > 0; i--) { // keep inside at the bottom
+      ys[i] = Math.min(ys[i], floor - block);
+      floor = ys[i];
+    }
+    this.roofs.forEach((c, i) => {
+      const y = u.valToPos(c.peak, "y", true);
+      const mid = ys[i] + block / 2;
+      ctx.strokeStyle = c.color;
+      ctx.lineWidth = dpr;
+      ctx.beginPath();
+      ctx.moveTo(left + width, y);
+      ctx.lineTo(x - 3 * dpr, mid);
+      ctx.stroke();
+      ctx.fillStyle = c.color;
+      ctx.textAlign = "left";
+      ctx.fillText(c.keys.join(" · "), x, ys[i] + 11 * dpr);
+      ctx.fillText(peakText(c.peak), x, ys[i] + 23 * dpr);
+    });
     const card = cssVar("--card");
-    const label = (text, x, y, color, align) => {
+    const label = (text, lx, ly, color) => {
       const w = ctx.measureText(text).width;
-      const x0 = align === "right" ? x - w : x;
       ctx.globalAlpha = 0.8;
       ctx.fillStyle = card;
-      ctx.fillRect(x0 - 2 * dpr, y - 12 * dpr, w + 4 * dpr, 12 * dpr);
+      ctx.fillRect(lx - 2 * dpr, ly - 12 * dpr, w + 4 * dpr, 13 * dpr);
       ctx.globalAlpha = 1;
       ctx.fillStyle = color;
-      ctx.textAlign = align;
-      ctx.fillText(text, x, y);
+      ctx.fillText(text, lx, ly - 2 * dpr);
     };
-    for (const c of this.roofs) {
-      let y = Math.max(u.valToPos(c.peak, "y", true) - 3 * dpr, top + 12 * dpr);
-      if (y - prev < gap) y = prev + gap;
-      prev = y;
-      label(`${c.keys.join(" · ")} ${peakText(c.peak)}`, left + width - 4 * dpr, y, c.color, "right");
-    }
-    if (bw) this.slopeLabel(u, ctx, dpr, label, `HBM ${bandwidth(bw)}`);
+    if (this.peaks.hbm_gbps) this.slopeLabel(u, ctx, dpr, label, `HBM ${bandwidth(this.peaks.hbm_gbps)}`);
     ctx.restore();
+  }
+
+  /** Room on the right for the roof labels (CSS px). */
+  gutter() {
+    if (!this.roofs.length) return 14;
+    const m = document.createElement("canvas").getContext("2d");
+    m.font = FONT;
+    const w = Math.max(...this.roofs.flatMap((c) => [c.keys.join(" · "), peakText(c.peak)].map((t) => m.measureText(t).width)));
+    return Math.ceil(w) + 14;
   }
 
   slopeLabel(u, ctx, dpr, label, text) {
@@ -279,7 +307,7 @@ export class RooflineChart {
     ctx.save();
     ctx.translate(px, py);
     ctx.rotate(Math.atan2(qy - py, qx - px));
-    label(text, 0, -3 * dpr, cssVar("--rf-hbm"), "left");
+    label(text, 0, -3 * dpr, cssVar("--rf-hbm"));
     ctx.restore();
   }
 

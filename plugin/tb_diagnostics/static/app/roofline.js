@@ -120,9 +120,10 @@ export class RooflineView {
     const um = r.unmodelled || [];
     if (!(r.unmodelled_device_us > 0) || !um.length) return null;
     const top = [...um].sort((a, b) => b.device_us - a.device_us);
-    const names = top.slice(0, 3).map((x) => `${shortName(x.name, 40)} (${dur(x.device_us)}: ${x.reason})`).join(", ");
+    // The heaviest with its reason (often the one to act on), the next two by name.
+    const names = top.slice(0, 3).map((x, i) => `${shortName(x.name, 40)} ${dur(x.device_us)}${i ? "" : ` — ${x.reason}`}`).join("; ");
     return h("div", { class: "rf-note", id: "roofline-unmodelled", title: top.map((x) => `${x.name}: ${x.calls} calls, ${dur(x.device_us)} — ${x.reason}`).join("\n") },
-      `${ms(r.unmodelled_device_us)} ms of device time has no cost model: ${names}${top.length > 3 ? `, ${top.length - 3} more` : ""}.`);
+      `${ms(r.unmodelled_device_us)} ms of device time has no cost model: ${names}${top.length > 3 ? `; ${top.length - 3} more` : ""}.`);
   }
 
   renderNotes(r, state) {
@@ -137,12 +138,13 @@ export class RooflineView {
     }
     const off = (r.ops || []).filter((o) => !plottable(o));
     const flat = off.filter((o) => !(o.flops > 0) && o.device_us > 0);
-    if (flat.length) {
+    if (off.length) {
       const t = flat.reduce((a, o) => a + o.device_us, 0);
-      notes.push(h("div", { class: "rf-note", title: flat.map((o) => `${o.name} ${shapes(o.input_dims, 80)}`).join("\n") },
-        `${flat.length} op group${flat.length > 1 ? "s" : ""} (${dur(t)}) only move data, no FLOPs (copies, fills): not on the log axes; the table has them.`));
+      const rest = off.length - flat.length;
+      notes.push(h("div", { class: "rf-note", title: off.map((o) => `${o.name} ${shapes(o.input_dims, 80)} · ${dur(o.device_us)}`).join("\n") },
+        `Not on the log axes: ${flat.length ? `${flat.length} op group${flat.length > 1 ? "s" : ""} that only move data (copies, fills; ${dur(t)}, in the table)` : ""}` +
+        `${flat.length && rest ? " and " : ""}${rest ? `${rest} with no device time` : ""}.`));
     }
-    if (off.length > flat.length) notes.push(h("div", { class: "rf-note" }, `${off.length - flat.length} more with no device time or no FLOP rate are left out.`));
     if (r.ops_total > r.ops.length) notes.push(h("div", { class: "rf-note" }, `the ${r.ops.length} heaviest of ${r.ops_total} op groups.`));
     notes.push(this.unmodelledNote(r));
     for (const n of r.notes || []) if (!/record_shapes/.test(n)) notes.push(h("div", { class: "rf-note" }, n));
@@ -154,7 +156,7 @@ export class RooflineView {
     const byLoss = (r.ops || []).some((o) => o.loss_us !== null && o.loss_us !== undefined);
     const key = (o) => (byLoss ? o.loss_us || 0 : o.device_us || 0);
     this.top = [...r.ops].sort((a, b) => key(b) - key(a)).slice(0, TOP_OPS);
-    const head = h("tr", null, ["Op", "Shapes", "Prec.", "Bound", "Device ms", byLoss ? "Roofline" : ""].map((t, i) =>
+    const head = h("tr", null, ["Op", "Shapes", "Prec.", "Bound", "Dev. ms", byLoss ? "Roofline" : ""].map((t, i) =>
       h("th", { class: i >= 4 ? "num" : "", scope: "col", title: i === 5 ? "ideal time on the roofline / measured time" : null }, t)));
     this.tbody = h("tbody", { onkeydown: (e) => this.tableKey(e) }, this.top.map((o, i) => h("tr", {
       tabindex: i ? -1 : 0, dataset: { index: i }, "aria-selected": "false",
@@ -168,7 +170,9 @@ export class RooflineView {
     h("td", { class: "num" }, byLoss ? pct1(o.roofline_pct) : ""))));
     this.side.replaceChildren(
       h("h3", { class: "rf-caption" }, byLoss ? "Most time lost against the roofline" : "Heaviest ops (no peaks: no loss figure)"),
-      h("table", { class: "data rf-table", "aria-label": "ops that lose the most time" }, h("thead", null, head), this.tbody));
+      h("table", { class: "data rf-table", "aria-label": "ops that lose the most time" },
+        h("colgroup", null, ["28%", "27%", "9%", "12%", "12%", "12%"].map((w) => h("col", { style: { width: w } }))),
+        h("thead", null, head), this.tbody));
   }
 
   /** The op in words: the tooltip's and the table row's title lines. */
