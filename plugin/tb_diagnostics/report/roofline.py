@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.cost.peaks import PRECISIONS
+from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.views.op_costs import op_costs
 from tb_diagnostics.analysis.views.roofline import GroupFigures, roofline, step_utilisation
 from tb_diagnostics.analysis.views.tables import window_of_rows
@@ -32,18 +32,6 @@ from tb_diagnostics.analysis.views.tables import window_of_rows
 MAX_OPS = 300
 MAX_UNMODELLED = 20
 ROWS_PER_OP = 3
-
-_decode = msgspec.json.Decoder()
-
-
-def _json(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return _decode.decode(text)
-    except msgspec.DecodeError:
-        return None
-
 
 def _r(x: float | None, digits: int = 3) -> float | None:
     return None if x is None else round(float(x), digits)
@@ -60,8 +48,10 @@ def _op_entry(f: GroupFigures, rows: list[int], steps: list[int | None]) -> dict
     gbps = f.bytes / (f.device_us * 1e3) if f.device_us > 0 else None
     pct = f.ideal_us / f.device_us if f.ideal_us is not None and f.device_us > 0 else None
     return {
-        "name": g.name, "input_dims": _json(g.input_dims), "input_types": _json(g.input_types),
-        "concrete_inputs": _json(g.concrete_inputs), "family": g.cost.family if g.cost else None,
+        "name": g.name, "input_dims": parse_json(g.input_dims),
+        "input_types": parse_json(g.input_types),
+        "concrete_inputs": parse_json(g.concrete_inputs),
+        "family": g.cost.family if g.cost else None,
         "calls": f.calls, "flops": round(f.flops), "bytes": round(f.bytes),
         "device_us": _r(f.device_us), "precision": f.precision,
         "peak_precision": f.peak_precision, "intensity": _sig(f.intensity),

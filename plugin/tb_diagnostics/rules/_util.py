@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.rules.base import Evidence, evidence
 
@@ -99,10 +100,7 @@ def op_label(name: str, input_dims: str | None, width: int = 60) -> str:
     ``aten::mm [64,64] [64,64]`` (scalars and other non-tensor arguments left out)."""
     if not input_dims:
         return name
-    try:
-        dims = json.loads(input_dims)
-    except ValueError:
-        return name
+    dims = parse_json(input_dims)
     if not isinstance(dims, list):
         return name
     shapes = [json.dumps(d, separators=(",", ":")) for d in dims if isinstance(d, list) and d]

@@ -50,7 +50,9 @@ _NON_TENSOR = frozenset({"Scalar", "ScalarList", "TensorList", "", "GenericList"
 _decode_any = msgspec.json.Decoder()
 
 
-def _parse(text: str | None) -> Any:
+def parse_json(text: str | None) -> Any:
+    """A recorded JSON text (shapes, types, concrete values) as Python; None when absent or
+    malformed."""
     if not text:
         return None
     try:
@@ -94,7 +96,7 @@ class OpArgs:
     def parse(cls, dims: str | None, types: str | None,
               concrete: str | None = None) -> OpArgs | None:
         """From the recorded JSON texts; None when the shapes are absent or malformed."""
-        d, t, c = _parse(dims), _parse(types), _parse(concrete)
+        d, t, c = parse_json(dims), parse_json(types), parse_json(concrete)
         if not isinstance(d, list):
             return None
         t = [x if isinstance(x, str) else "" for x in t] if isinstance(t, list) else []
@@ -160,11 +162,11 @@ class OpArgs:
         text = self.concrete[i]
         if text in ("True", "False"):
             return text == "True"
-        parsed = _parse(text)
+        parsed = parse_json(text)
         if parsed is None and text.endswith("."):  # "0." for a float zero
-            parsed = _parse(text + "0")
+            parsed = parse_json(text + "0")
         if parsed is None and text.startswith("["):  # a bool list: "[False, True, True]"
-            parsed = _parse(text.replace("True", "true").replace("False", "false"))
+            parsed = parse_json(text.replace("True", "true").replace("False", "false"))
         return parsed
 
     def int_list(self, i: int, n: int, default: int) -> list[int] | None:
