@@ -41,6 +41,7 @@ masked_fill lerp addcmul addcdiv threshold_backward gelu_backward silu_backward
 sigmoid_backward tanh_backward hardtanh_backward leaky_relu_backward elu_backward
 softplus_backward hardswish_backward mish_backward native_dropout_backward
 _masked_scale""")
+_BINARY_SET = frozenset(_BINARY)
 _COMPARISON = frozenset(_names("eq ne lt le gt ge isnan isinf isfinite logical_not "
                                "logical_and logical_or logical_xor"))
 _WRITE_ONLY = frozenset({"fill_", "zero_", "normal_", "uniform_", "random_"})
@@ -76,11 +77,26 @@ def _tensor_bytes(a: OpArgs, d: int) -> tuple[float, list[list[int]]]:
     return total, shapes
 
 
+#: Ops of three tensor inputs; the other binary ops take two, the unary ones one.
+_TERNARY = frozenset({"where", "lerp", "addcmul", "addcdiv", "masked_fill", "clamp"})
+
+
+def _arity(base: str) -> int:
+    return 3 if base in _TERNARY else 2 if base in _BINARY_SET else 1
+
+
 def _elementwise(base: str) -> Formula:
+    arity = _arity(base)
+
     def formula(a: OpArgs, d: int) -> tuple[float, float, str | None]:
         read, shapes = _tensor_bytes(a, d)
         if not shapes:
             raise CannotModel(_NO_SHAPE)
+        if len(shapes) > arity and shapes[-1] == broadcast(*shapes[:-1]):
+            # The ``.out`` overload (older traces record it): its last tensor is the result,
+            # written, not read.
+            read -= numel(shapes[-1]) * (a.itemsize(a.tensor_args()[-1], d) or d)
+            shapes = shapes[:-1]
         out = numel(broadcast(*shapes))
         write = out * _itemsize_out(a, d, base)
         if base == "native_dropout":

@@ -102,7 +102,8 @@ export class RooflineChart {
     this.roofs = ceilings(this.ops, this.peaks);
     const ridges = bw ? this.roofs.map((c) => (c.peak * 1000) / bw) : [];
     this.xr = logRange([...this.ops.map((o) => o.intensity), ...ridges], 1.6, 2.2);
-    this.yr = logRange([...this.ops.map((o) => o.achieved_tflops), ...this.roofs.map((c) => c.peak)], 1.8, 1.7);
+    // Headroom above the top roof or point for a whole bubble.
+    this.yr = logRange([...this.ops.map((o) => o.achieved_tflops), ...this.roofs.map((c) => c.peak)], 1.8, 3);
     const muted = cssVar("--muted");
     const line = cssVar("--line");
     const axis = {
@@ -331,6 +332,7 @@ export class RooflineChart {
   /** Outline point i (hover or keyboard) and tell the view where it is. */
   setActive(i) {
     this.active = i;
+    this.container.dataset.active = i === null ? "" : String(i); // for tests
     this.plot?.redraw(false, false);
     if (i === null || !this.plot) {
       this.onHover(null);

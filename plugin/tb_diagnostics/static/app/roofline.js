@@ -11,7 +11,11 @@ import { RooflineChart, plottable, siFlops } from "./rfchart.js";
 const TOP_OPS = 8;
 const BOUND_LABEL = { compute: "compute", memory: "memory" };
 /** A fraction as a percentage, one decimal under 10%: "0.3%", "23%". */
-const pct1 = (x) => (x === null || x === undefined ? "—" : x < 0.1 ? `${(x * 100).toFixed(1)}%` : pct(x));
+const pct1 = (x) => {
+  if (x === null || x === undefined) return "—";
+  if (x < 0.001) return "<0.1%";
+  return x < 0.1 ? `${(x * 100).toFixed(1)}%` : pct(x);
+};
 
 /** "16×5185×64, 16×64×5185": the tensor inputs' shapes (scalars dropped), cut at `max`. */
 export function shapes(dims, max = 60) {
@@ -55,7 +59,7 @@ export class RooflineView {
     const r = summary.roofline;
     const state = this.state(summary);
     this.container.dataset.state = state;
-    this.renderTools(r);
+    this.renderTools(r, state);
     if (["none", "cpu", "no-shapes", "no-ops"].includes(state)) {
       this.chart.setData(null);
       this.container.replaceChildren(this.emptyState(state, summary));
@@ -86,14 +90,14 @@ export class RooflineView {
     return r?.device?.name || this.summary.device?.name || "this device";
   }
 
-  renderTools(r) {
+  renderTools(r, state) {
     const dot = (cls, label) => h("span", null, h("i", { class: `rf-dot ${cls}` }), label);
     const dev = r?.device?.name ? h("span", { class: "rf-device", title: r.device.source ? `peaks: ${r.device.source}` : "" },
       r.device.name) : null;
-    this.tools.replaceChildren(
-      h("span", { class: "legend", style: { padding: 0 }, title: "one bubble per op group (name, shapes, types); its area: device time" },
-        dot("compute", "compute-bound"), dot("memory", "memory-bound"), dot("nobound", "no bound"), h("span", null, "area ∝ device time")),
-      dev);
+    const plotted = state === "ok" || state === "no-peaks";
+    this.tools.replaceChildren(...[plotted ? h("span", { class: "legend", style: { padding: 0 }, title: "one bubble per op group (name, shapes, types); its area: device time" },
+      state === "ok" ? [dot("compute", "compute-bound"), dot("memory", "memory-bound")] : null,
+      dot("nobound", state === "ok" ? "no bound" : "no peaks: no bound"), h("span", null, "area ∝ device time")) : null, dev].filter(Boolean));
   }
 
   emptyState(state, s) {
@@ -147,13 +151,14 @@ export class RooflineView {
     }
     if (r.ops_total > r.ops.length) notes.push(h("div", { class: "rf-note" }, `the ${r.ops.length} heaviest of ${r.ops_total} op groups.`));
     notes.push(this.unmodelledNote(r));
-    for (const n of r.notes || []) if (!/record_shapes/.test(n)) notes.push(h("div", { class: "rf-note" }, n));
+    // The backend's notes, but for the two said above in the tab's words.
+    for (const n of r.notes || []) if (!/record_shapes|no peak figures/.test(n)) notes.push(h("div", { class: "rf-note" }, n));
     this.notes.replaceChildren(...notes.filter(Boolean));
     this.notes.hidden = !this.notes.children.length;
   }
 
   renderTable(r) {
-    const byLoss = (r.ops || []).some((o) => o.loss_us !== null && o.loss_us !== undefined);
+    const byLoss = (r.ops || []).some((o) => o.roofline_pct !== null && o.roofline_pct !== undefined);
     const key = (o) => (byLoss ? o.loss_us || 0 : o.device_us || 0);
     this.top = [...r.ops].sort((a, b) => key(b) - key(a)).slice(0, TOP_OPS);
     const head = h("tr", null, ["Op", "Shapes", "Prec.", "Bound", "Dev. ms", byLoss ? "Roofline" : ""].map((t, i) =>
@@ -162,7 +167,7 @@ export class RooflineView {
       tabindex: i ? -1 : 0, dataset: { index: i }, "aria-selected": "false",
       title: this.describe(o).join("\n"), onclick: () => this.open(o),
     },
-    h("td", { class: "rf-op" }, shortName(o.name, 40)),
+    h("td", { class: "rf-op" }, shortName(o.name, 48)),
     h("td", { class: "rf-shapes" }, shapes(o.input_dims, 44)),
     h("td", null, o.precision || "—"),
     h("td", null, o.bound ? h("span", { class: `rf-bound ${o.bound}` }, BOUND_LABEL[o.bound]) : "—"),
@@ -171,7 +176,7 @@ export class RooflineView {
     this.side.replaceChildren(
       h("h3", { class: "rf-caption" }, byLoss ? "Most time lost against the roofline" : "Heaviest ops (no peaks: no loss figure)"),
       h("table", { class: "data rf-table", "aria-label": "ops that lose the most time" },
-        h("colgroup", null, ["28%", "27%", "9%", "12%", "12%", "12%"].map((w) => h("col", { style: { width: w } }))),
+        h("colgroup", null, ["31%", "26%", "9%", "12%", "11%", "11%"].map((w) => h("col", { style: { width: w } }))),
         h("thead", null, head), this.tbody));
   }
 
@@ -238,7 +243,6 @@ export class RooflineView {
     } else return;
     e.preventDefault();
     this.chart.setActive(next);
-    this.wrap.dataset.active = String(next);
   }
 
   tableKey(e) {
