@@ -877,3 +877,33 @@ def test_garbage_arguments_never_raise(name, dims, types, concrete, raw):
         assert math.isfinite(r.bytes) and r.bytes >= 0, (r, args)
     else:
         assert isinstance(r, str) and r
+
+
+# ---- the trace keeps Concrete Inputs only for the ops whose formulas read them ----------
+def _reads_concrete(name: str) -> bool:
+    """Whether the formula of ``name`` asks for a concrete value, on a few plausible calls."""
+    from tb_diagnostics.analysis.cost.model import op_cost
+    from tb_diagnostics.analysis.cost.shapes import OpArgs
+
+    asked = []
+
+    class Spy(OpArgs):
+        def value(self, i):  # type: ignore[override]
+            asked.append(i)
+            return super().value(i)
+
+    for shapes in ([[4, 4]] * 4, [[2, 4, 4]] * 4, [[2, 3, 4, 4]] * 4, [[2, 3, 4, 4, 4]] * 4,
+                   [[4, 4], [4, 4], [4, 4], [], [], [], [], [], [], [], []]):
+        op_cost(name, Spy(shapes, ["float"] * len(shapes), [""] * len(shapes)))
+    return bool(asked)
+
+
+def test_the_trace_keeps_concrete_inputs_for_every_op_that_reads_them():
+    from tb_diagnostics.analysis.cost.model import _FORMULAS
+    from tb_diagnostics.trace.categories import keeps_concrete_inputs
+
+    readers = {n for n in _FORMULAS if _reads_concrete(n)}
+    assert readers, "the spy saw no formula read a concrete value"
+    missing = sorted(n for n in readers if not keeps_concrete_inputs(n))
+    assert not missing, f"add these to trace.categories._CONCRETE_READERS: {missing}"
+    assert not keeps_concrete_inputs("aten::add") and not keeps_concrete_inputs("aten::mm")

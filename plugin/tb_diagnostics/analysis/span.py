@@ -32,7 +32,7 @@ from tb_diagnostics.trace.categories import (
     SYNC_NAME,
     Kind,
 )
-from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.model import TraceModel, row_indices
 
 T = TypeVar("T")
 
@@ -302,8 +302,14 @@ class SpanAnalysis:
         host_hi = hs.host_end if len(hs) else hi
 
         ops = self.op_rows
-        ann = m.rows_of({Kind.USER_ANNOTATION})
-        cpu_rows = np.union1d(ops, np.setdiff1d(ann, self.input_rows))
+        # Ops and the annotations that are not DataLoader waits, as a mask: linear, where
+        # union1d/setdiff1d sort (a fifth of the analysis on a large trace).
+        mask = np.zeros(len(m), dtype=bool)
+        mask[m.rows_of({Kind.USER_ANNOTATION})] = True
+        mask[self.input_rows] = False
+        mask[ops] = True
+        cpu_rows = row_indices(mask)
+        del mask
         self_cpu = per_window_sum(host_lo, host_hi, m.start, cpu_rows, m.self_time())
         del cpu_rows
         op_count = per_window_sum(host_lo, host_hi, m.start, ops)

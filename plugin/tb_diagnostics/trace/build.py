@@ -19,6 +19,7 @@ from tb_diagnostics.trace.categories import (
     DEVICE_KINDS,
     LAUNCHER_KINDS,
     Kind,
+    keeps_concrete_inputs,
 )
 from tb_diagnostics.trace.columns import (
     GrowingColumn,
@@ -123,6 +124,9 @@ class ModelBuilder:
         self.columns: dict[str, GrowingColumn] = {}
         self.skipped = 0
         self.side = SideEvents()
+        # By string id: whether an op of that name keeps its Concrete Inputs.
+        self._keeps_concrete = np.zeros(1024, dtype=bool)
+        self._concrete_seen = 0
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -153,9 +157,9 @@ class ModelBuilder:
         args = [e.args for e in xs]
         ext = ints([a.external_id for a in args])
         intern = self.intern
+        name = intern.many([e.name for e in xs])
         self._put(
-            kind=kind, ts=ts_abs, dur=dur, lane=lane,
-            name=intern.many([e.name for e in xs]),
+            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name,
             corr=ints([a.correlation for a in args]),
             ext=np.where(ext >= 0, ext, ints([a.external_id_lc for a in args])),
             device=ints([a.device for a in args]),
@@ -167,12 +171,31 @@ class ModelBuilder:
             stack=intern.optional([a.call_stack for a in args]),
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
-            concrete=intern.raw([a.concrete_inputs for a in args], compact=True),
+            concrete=self._concrete(name, args),
             # Only kernels record grid and block: skip the call for everything else.
             shape=intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
                               else _launch_shape(a) for a in args], compact=True),
         )
         self.side.add(events)
+
+    def _concrete(self, name: np.ndarray, args: list) -> np.ndarray:
+        """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest)."""
+        strings = self.intern.strings
+        seen = self._concrete_seen
+        if seen < len(strings):  # strings first seen in this batch
+            if len(strings) > self._keeps_concrete.shape[0]:
+                grown = np.zeros(2 * len(strings), dtype=bool)
+                grown[:seen] = self._keeps_concrete[:seen]
+                self._keeps_concrete = grown
+            self._keeps_concrete[seen:len(strings)] = [keeps_concrete_inputs(x)
+                                                       for x in strings[seen:]]
+            self._concrete_seen = len(strings)
+        out = np.full(name.shape[0], NO_ID, dtype=np.int32)
+        rows = np.flatnonzero(self._keeps_concrete[name])
+        if rows.size:
+            out[rows] = self.intern.raw([args[i].concrete_inputs for i in rows.tolist()],
+                                        compact=True)
+        return out
 
     def _column(self, key: str, dtype: Any) -> np.ndarray:
         """One column; the builder lets go of it as it is taken (peak memory)."""

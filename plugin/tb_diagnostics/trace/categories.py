@@ -103,3 +103,17 @@ PAGEABLE_DTOH = re.compile(r"DtoH \(Device -> Pageable\)")
 def kind_of(category: str | None) -> Kind:
     """Map a Kineto category (any generation) to a :class:`Kind`."""
     return CATEGORY_KIND.get(category, Kind.OTHER)
+
+
+#: Ops whose scalar arguments (``Concrete Inputs``: stride, padding, dim, dtype,
+#: is_causal…) the cost model reads. The model keeps that argument for these ops only: it
+#: is a large part of every op event's text, and nothing else reads it.
+_CONCRETE_READERS = re.compile(
+    r"conv|attention"
+    r"|^aten::(sum|mean|amax|amin|max|min|argmax|argmin|prod|logsumexp|var|std|var_mean"
+    r"|std_mean|all|any|nansum|norm|linalg_vector_norm|_to_copy|index_select"
+    r"|embedding_dense_backward|_scaled_mm)$")
+
+
+def keeps_concrete_inputs(name: str) -> bool:
+    return _CONCRETE_READERS.search(name) is not None
