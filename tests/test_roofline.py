@@ -144,7 +144,8 @@ def test_peaks_file_gives_a_cpu_trace_a_roofline(tmp_path, monkeypatch, capsys):
     logdir = _cpu_log(tmp_path)
     peaks = tmp_path / "peaks.json"
     peaks.write_text(json.dumps({"devices": {"cpu": {"fp32": 2.0, "hbm_gbps": 100}}}))
-    monkeypatch.delenv("TB_DIAGNOSTICS_PEAKS", raising=False)
+    # Set (to "unset") so that the value --peaks writes is undone after the test.
+    monkeypatch.setenv("TB_DIAGNOSTICS_PEAKS", "")
     assert main(["report", str(logdir), "--format", "json", "--no-cache",
                  "--peaks", str(peaks)]) == 0
     span = json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["spans"][0]
@@ -162,7 +163,8 @@ def test_a_bad_peaks_file_is_a_clear_error(tmp_path, monkeypatch, capsys):
     logdir = _cpu_log(tmp_path)
     bad = tmp_path / "peaks.json"
     bad.write_text('{"devices": {"cpu": {"fp32": -1}}}')
-    monkeypatch.delenv("TB_DIAGNOSTICS_PEAKS", raising=False)
+    # Set (to "unset") so that the value --peaks writes is undone after the test.
+    monkeypatch.setenv("TB_DIAGNOSTICS_PEAKS", "")
     assert main(["report", str(logdir), "--no-cache", "--peaks", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err

@@ -75,7 +75,8 @@ export class RooflineView {
   state(s) {
     const r = s.roofline;
     if (!r) return "none";
-    if (s.device?.kind === "cpu") return "cpu";
+    // A CPU-only trace has a roofline only when the CPU's peaks were given.
+    if (s.device?.kind === "cpu" && noPeaks(r.device?.peaks)) return "cpu";
     if (!r.shapes_recorded) return "no-shapes";
     if (!(r.ops || []).some(plottable)) return "no-ops";
     return noPeaks(r.device?.peaks) ? "no-peaks" : "ok";
@@ -104,8 +105,8 @@ export class RooflineView {
     const r = s.roofline;
     const text = {
       none: ["No roofline in this summary.", "This tb-diagnostics build does not model op costs."],
-      cpu: ["CPU-only trace: nothing ran on a device, so there is no device time to place against a roofline.",
-        "Profile with ProfilerActivity.CUDA (and record_shapes=True) to see each op against the GPU's ceilings."],
+      cpu: ["CPU-only trace: the CPU has no peak figures, so there is no roofline to place its ops against.",
+        "Give them with TB_DIAGNOSTICS_PEAKS (a \"cpu\" entry, see docs/peaks.md), or profile with ProfilerActivity.CUDA and record_shapes=True to see each op against the GPU's ceilings."],
       "no-shapes": ["record_shapes was off: no FLOPs — profile with record_shapes=True.",
         "Without the input shapes no op's FLOPs or bytes can be counted."],
       "no-ops": ["No op here has a FLOP count to plot.", "The device time below has no cost model."],
