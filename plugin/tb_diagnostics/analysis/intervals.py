@@ -92,6 +92,14 @@ def covered(iv: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.maximum(_cumulative(iv, hi) - _cumulative(iv, lo), 0.0)
 
 
+def length_before(iv: Intervals, t: np.ndarray) -> np.ndarray:
+    """Length of ``iv`` before each time ``t``."""
+    t = np.asarray(t, dtype=np.float64)
+    if not len(iv):
+        return np.zeros(t.shape, dtype=np.float64)
+    return _cumulative(iv, t)
+
+
 def _cumulative(iv: Intervals, t: np.ndarray) -> np.ndarray:
     """Length of ``iv`` before time ``t`` (vectorised over ``t``)."""
     lengths = iv.end - iv.start

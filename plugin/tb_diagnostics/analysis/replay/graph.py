@@ -1,0 +1,207 @@
+"""The dependency graph of a span, built once from the recording.
+
+Like Daydream (USENIX ATC 2020), a span becomes a graph of host and device events whose
+recorded times it reproduces, so a change to some of them can be replayed:
+
+- **host threads**: each thread's launch calls, sync calls and step marks in order; the
+  host time between two of them is kept as recorded (gaps included), less whatever a
+  change removes. The main thread (the one with the steps) leads: every burst of work on
+  another thread (a top-level call, e.g. the autograd engine's backward pass) starts as
+  long after the main thread's latest event before it as it did in the recording;
+- **device streams**: kernels, copies and memsets in their order on each stream;
+- **edges**: a device activity starts no earlier than its launch call, the previous
+  activity on its stream, and, where the recording shows one, the activity on another
+  stream it waited for (``cudaStreamWaitEvent``, collectives); a sync call returns no
+  earlier than the device activity that released it in the recording;
+- **latencies**: what the recording shows beyond those edges (launch latency, queueing)
+  is kept as a fixed slack, so the unchanged replay reproduces the recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.trace.model import NO_ID
+
+#: Timepoint kinds on a host thread, in their order at equal times.
+SYNC_START, LAUNCH, SYNC_END, MARK = 0, 1, 2, 3
+#: An activity starting within this many µs of another stream's activity's end, and
+#: later than its own launch and stream allow, waited for it.
+CROSS_STREAM_US = 2.0
+
+
+@dataclass(frozen=True)
+class ReplayGraph:
+    """Host timepoints and device activities with their recorded edges and slacks."""
+
+    # host timepoints (one per launch call, sync start and end, step start and end)
+    h_time: np.ndarray  # recorded µs
+    h_lane: np.ndarray  # host lane index
+    h_kind: np.ndarray  # SYNC_START / LAUNCH / SYNC_END / MARK
+    h_row: np.ndarray  # model row the timepoint belongs to
+    h_release: np.ndarray  # SYNC_END: activity index that released it, or -1
+    h_tail: np.ndarray  # SYNC_END: µs from the release to the call's return
+    h_anchor: np.ndarray  # first timepoint of a burst on another thread: its main-thread
+    #                       anchor (the latest main-thread timepoint before the burst), or -1
+    # device activities (model.device_activity_rows order)
+    a_start: np.ndarray
+    a_dur: np.ndarray
+    a_launch: np.ndarray  # host timepoint index of the launch call, or -1
+    a_prev: np.ndarray  # previous activity on the same stream, or -1
+    a_cross: np.ndarray  # activity on another stream it waited for, or -1
+    a_slack: np.ndarray  # recorded start minus the latest of its edges
+    # the order the replay visits everything in: (is_device, index)
+    order_device: np.ndarray  # bool
+    order_index: np.ndarray  # int
+    # step marks: host timepoint index of each window's ProfilerStep start and end
+    mark_start: np.ndarray
+    mark_end: np.ndarray
+
+
+def _host_timepoints(analysis: SpanAnalysis, acts: np.ndarray):
+    m = analysis.model
+    launchers = np.unique(m.launcher[acts][m.launcher[acts] >= 0])
+    syncs = analysis.sync_rows
+    steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
+    rows = np.concatenate([syncs, launchers, syncs, steps, steps]).astype(np.int64)
+    kind = np.concatenate([np.full(syncs.size, SYNC_START), np.full(launchers.size, LAUNCH),
+                           np.full(syncs.size, SYNC_END), np.full(2 * steps.size, MARK)])
+    time = np.concatenate([m.start[syncs], m.start[launchers], m.end[syncs], m.start[steps],
+                           m.end[steps]])
+    is_end = np.concatenate([np.zeros(syncs.size + launchers.size, bool),
+                             np.ones(syncs.size, bool), np.zeros(steps.size, bool),
+                             np.ones(steps.size, bool)])
+    order = np.lexsort((kind, time))
+    return rows[order], kind[order], time[order], is_end[order], steps
+
+
+def _top_level(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The outermost host row enclosing each row (itself when it has no parent)."""
+    top = rows.astype(np.int64).copy()
+    todo = np.flatnonzero(parent[top] >= 0)
+    while todo.size:
+        top[todo] = parent[top[todo]]
+        todo = todo[parent[top[todo]] >= 0]
+    return top
+
+
+def _anchors(analysis: SpanAnalysis, h_row: np.ndarray, h_lane: np.ndarray,
+             h_time: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    m = analysis.model
+    anchor = np.full(h_row.shape[0], NO_ID, dtype=np.int64)
+    if not h_row.size:
+        return anchor
+    main = int(m.lane[steps[0]]) if steps.size else int(np.bincount(h_lane).argmax())
+    on_main = np.flatnonzero(h_lane == main)
+    if not on_main.size:
+        return anchor
+    top = _top_level(m.parent, h_row)
+    others = np.flatnonzero(h_lane != main)
+    if not others.size:
+        return anchor
+    # The first timepoint of each burst (top-level row) on the other threads: per lane in
+    # time order, a burst's timepoints are contiguous.
+    others = others[np.argsort(h_lane[others], kind="stable")]
+    key = top[others]
+    first = np.ones(others.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    starts = others[first]
+    burst_start = m.start[top[starts]]
+    at = np.searchsorted(h_time[on_main], burst_start, side="right") - 1
+    ok = at >= 0
+    anchor[starts[ok]] = on_main[at[ok]]
+    return anchor
+
+
+@computed
+def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
+    m = analysis.model
+    acts = m.device_activity_rows
+    a_start = m.start[acts].astype(np.float64)
+    a_dur = m.dur[acts].astype(np.float64)
+    a_end = a_start + a_dur
+    a_lane = m.lane[acts].astype(np.int64)
+    n_a = acts.shape[0]
+
+    h_row, h_kind, h_time, h_is_end, steps = _host_timepoints(analysis, acts)
+    h_lane = m.lane[h_row].astype(np.int64)
+
+    # Launch edges: the LAUNCH timepoint of each activity's launch call.
+    launch_rows = np.flatnonzero(h_kind == LAUNCH)
+    launch_of_row = dict(zip(h_row[launch_rows].tolist(), launch_rows.tolist(), strict=True))
+    a_launch = np.asarray([launch_of_row.get(int(r), NO_ID) for r in m.launcher[acts]],
+                          dtype=np.int64) if n_a else np.zeros(0, np.int64)
+
+    # Stream order.
+    by_stream = np.lexsort((a_start, a_lane))
+    a_prev = np.full(n_a, NO_ID, dtype=np.int64)
+    same = a_lane[by_stream[1:]] == a_lane[by_stream[:-1]]
+    a_prev[by_stream[1:][same]] = by_stream[:-1][same]
+
+    base = np.full(n_a, -np.inf)
+    has_launch = a_launch >= 0
+    base[has_launch] = h_time[a_launch[has_launch]]
+    has_prev = a_prev >= 0
+    base[has_prev] = np.maximum(base[has_prev], a_end[a_prev[has_prev]])
+
+    # Cross-stream waits, where the recording shows one: the activity started later than
+    # its own edges allow, right when an activity on another stream ended.
+    a_cross = np.full(n_a, NO_ID, dtype=np.int64)
+    if n_a:
+        by_end = np.argsort(a_end, kind="stable")
+        at = np.searchsorted(a_end[by_end], a_start + 0.5, side="right") - 1
+        ok = at >= 0
+        cand = np.where(ok, by_end[np.maximum(at, 0)], NO_ID)
+        late = a_start - np.where(np.isfinite(base), base, -np.inf) > CROSS_STREAM_US
+        near = ok & (np.abs(a_start - a_end[np.maximum(cand, 0)]) <= CROSS_STREAM_US)
+        other = ok & (a_lane[np.maximum(cand, 0)] != a_lane)
+        use = late & near & other & (cand != np.arange(n_a))
+        a_cross[use] = cand[use]
+        base[use] = np.maximum(base[use], a_end[cand[use]])
+    a_slack = np.where(np.isfinite(base), np.maximum(a_start - base, 0.0), 0.0)
+
+    # What released each sync: the last activity to end inside the call (it waited for it).
+    h_release = np.full(h_row.shape[0], NO_ID, dtype=np.int64)
+    h_tail = np.zeros(h_row.shape[0])
+    ends = np.flatnonzero(h_kind == SYNC_END)
+    if ends.size and n_a:
+        by_end = np.argsort(a_end, kind="stable")
+        sorted_end = a_end[by_end]
+        b = h_time[ends]
+        a = m.start[h_row[ends]]
+        at = np.searchsorted(sorted_end, b + 1e-6, side="right") - 1
+        ok = at >= 0
+        cand = by_end[np.maximum(at, 0)]
+        waited = ok & (sorted_end[np.maximum(at, 0)] > a) & (a_start[cand] < b)
+        h_release[ends[waited]] = cand[waited]
+        h_tail[ends[waited]] = np.maximum(b[waited] - a_end[cand[waited]], 0.0)
+
+    h_anchor = _anchors(analysis, h_row, h_lane, h_time, steps)
+
+    # Visit order: by recorded time; a host timepoint before an activity starting at the
+    # same time (its launch), a sync's return after everything else at that time.
+    t = np.concatenate([h_time, a_start])
+    rank = np.concatenate([np.where(h_kind == SYNC_END, 2, 0), np.ones(n_a, dtype=np.int64)])
+    is_dev = np.concatenate([np.zeros(h_time.shape[0], bool), np.ones(n_a, bool)])
+    index = np.concatenate([np.arange(h_time.shape[0]), np.arange(n_a)])
+    order = np.lexsort((rank, t))
+
+    mark = np.flatnonzero(h_kind == MARK)
+    step_pos = {int(r): i for i, r in enumerate(steps.tolist())}
+    mark_start = np.full(steps.size, NO_ID, dtype=np.int64)
+    mark_end = np.full(steps.size, NO_ID, dtype=np.int64)
+    for j in mark.tolist():
+        k = step_pos[int(h_row[j])]
+        if h_is_end[j]:
+            mark_end[k] = j
+        else:
+            mark_start[k] = j
+    return ReplayGraph(h_time=h_time, h_lane=h_lane, h_kind=h_kind, h_row=h_row,
+                       h_release=h_release, h_tail=h_tail, h_anchor=h_anchor,
+                       a_start=a_start, a_dur=a_dur,
+                       a_launch=a_launch, a_prev=a_prev, a_cross=a_cross, a_slack=a_slack,
+                       order_device=is_dev[order], order_index=index[order],
+                       mark_start=mark_start, mark_end=mark_end)

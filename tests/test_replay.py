@@ -1,0 +1,99 @@
+"""The replay of a span's dependency graph: unchanged it reproduces the recording; with a
+change it predicts the steps, checked on hand-made traces and on a real fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rules.conftest import SHARED_TRACES, TraceBuilder, shared_analysis
+
+from tb_diagnostics.analysis.replay.changes import combine, input_change, sync_change
+from tb_diagnostics.analysis.replay.engine import replay
+
+
+def _shared_files() -> list[tuple[str, int]]:
+    if not SHARED_TRACES.is_dir():
+        return [("absent", 0)]
+    out = []
+    for run in sorted(p for p in SHARED_TRACES.iterdir() if p.is_dir()):
+        n = len(list(run.glob("*.pt.trace.json*")))
+        out.extend((run.name, i) for i in range(n))
+    return out
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("run", "index"), _shared_files())
+def test_unchanged_replay_reproduces_every_shared_step_within_2_percent(run, index):
+    a = shared_analysis(run, index)
+    recorded = np.asarray([w.wall_us for w in a.windows])
+    replayed = replay(a).wall_us
+    assert np.all(np.abs(replayed - recorded) <= 0.02 * np.maximum(recorded, 1.0))
+
+
+def _input_steps(b: TraceBuilder, n: int = 3, load_us: float = 400.0) -> None:
+    """Host-bound steps: a DataLoader wait, then one launch of a 100 µs kernel."""
+    for s in range(n):
+        t0 = s * 1000
+        b.step(s + 1, t0, 999)
+        b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 10,
+                     load_us)
+        b.op("aten::mm", t0 + 20 + load_us, 20)
+        b.launch("gemm", t0 + 25 + load_us, t0 + 40 + load_us, 100)
+
+
+def test_removing_the_input_wait_shortens_each_step_by_it(tmp_path):
+    b = TraceBuilder(tmp_path)
+    _input_steps(b)
+    a = b.analysis()
+    before = np.asarray([w.wall_us for w in a.windows])
+    after = replay(a, input_change(a)).wall_us
+    # Steps 1 and 2 lose the 400 µs wait; the last one ends at its host end, which moves too.
+    assert after[:2] == pytest.approx(before[:2] - 400.0)
+    assert after[2] == pytest.approx(before[2] - 400.0)
+
+
+def test_a_busy_device_keeps_the_step_as_long_as_its_work(tmp_path):
+    b = TraceBuilder(tmp_path)
+    for s in range(3):
+        t0 = s * 1000
+        b.step(s + 1, t0, 999)
+        b.annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 10, 300)
+        b.op("aten::mm", t0 + 320, 20)
+        b.launch("gemm", t0 + 325, max(t0 + 330, s * 1000 + 1), 990)  # back to back
+    a = b.analysis()
+    after = replay(a, input_change(a)).wall_us
+    # Each step's kernel still takes 990 µs of the device: no step gets shorter than that.
+    assert np.all(after[:2] >= 990.0 - 1e-6)
+
+
+def test_a_freed_sync_lets_the_host_run_ahead(tmp_path):
+    b = TraceBuilder(tmp_path)
+    for s in range(3):
+        t0 = s * 2000
+        b.step(s + 1, t0, 1999)
+        b.op("aten::mm", t0 + 10, 20)
+        b.launch("gemm", t0 + 12, t0 + 30, 800)
+        b.runtime("cudaDeviceSynchronize", t0 + 40, 795)  # waits for the kernel (ends 830)
+        b.op("aten::add", t0 + 850, 20)
+        b.launch("add_kernel", t0 + 852, t0 + 870, 10)
+        b.op("aten::relu", t0 + 900, 1000)  # host work that overlaps nothing without the sync
+    a = b.analysis()
+    syncs = a.sync_rows
+    before = np.asarray([w.wall_us for w in a.windows])
+    after = replay(a, sync_change(a, syncs)).wall_us
+    # Without the wait the host's own 835 → 1900 µs part starts 790 µs earlier.
+    assert after[0] == pytest.approx(before[0] - 790.0, abs=1.0)
+    both = replay(a, combine([sync_change(a, syncs)])).wall_us
+    assert both == pytest.approx(after)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("cycle", [0, 1])
+def test_resnet50_num_workers_fix_is_predicted_within_20_percent(cycle):
+    """The real fix in ../shared/traces: the same ResNet-50 with num_workers=4."""
+    a = shared_analysis("kineto_resnet50_v100_dataloader_workers0", cycle)
+    fixed = shared_analysis("kineto_resnet50_v100_dataloader_workers4", cycle)
+    before = np.median([w.wall_us for w in a.windows[1:]])
+    measured = before - np.median([w.wall_us for w in fixed.windows[1:]])
+    predicted = before - np.median(replay(a, input_change(a)).wall_us[1:])
+    assert abs(predicted - measured) <= 0.2 * measured, (predicted, measured)
