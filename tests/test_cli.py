@@ -17,7 +17,9 @@ STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "dev
              "flops", "achieved_tflops", "flop_utilisation", "flop_precision",
              "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"}
 SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors",
-             "distributed", "roofline"}
+             "distributed", "roofline", "whatif"}
+WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
+               "saves_us"}
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes"}
 
@@ -56,6 +58,8 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
         "peaks": dict.fromkeys(("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
                                 "hbm_gbps"))}
     assert any("no peak figures for Test GPU" in n for n in span["roofline"]["notes"])
+    assert isinstance(span["whatif"], list)
+    assert all(set(w) == WHATIF_KEYS for w in span["whatif"])
 
 
 def test_run_filter_and_unknown_run(logdir, capsys):

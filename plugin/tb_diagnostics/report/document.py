@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.logdir import LogDir, SpanFile
+from tb_diagnostics.report.compare import cold_steps
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
+from tb_diagnostics.report.whatif import whatif_section
 from tb_diagnostics.rules import run_rules
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "errors": [error] if error else [],
         "distributed": None,
         "roofline": None,
+        "whatif": [],
     }
     if analysis is None:
         return doc
@@ -94,6 +97,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     doc["findings"] = [f.to_dict() for f in run_rules(analysis)]
+    doc["whatif"] = whatif_section(analysis, cold_steps(doc))
     if not len(analysis.host_steps):
         doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
     if analysis.cpu_only:

@@ -114,3 +114,18 @@ def fmt_flops(x: float) -> str:
         if abs(x) >= size:
             return f"{x / size:.3g} {unit}"
     return f"{x:.0f} FLOP"
+
+
+def replayed_saving(analysis: SpanAnalysis, change_id: str,
+                    steps: Sequence[int | None] | None = None) -> float | None:
+    """The replayed saving of a projected change (``views.whatif``): the median per step
+    over the windows of ``steps`` (all windows when None), never below zero; None when
+    the change does not apply to the span."""
+    from tb_diagnostics.analysis.views.whatif import projection
+
+    p = projection(analysis, change_id)
+    if p is None:
+        return None
+    wanted = set(steps) if steps is not None else None
+    idx = [k for k, w in enumerate(analysis.windows) if wanted is None or w.step in wanted]
+    return max(p.saving(idx or None), 0.0)

@@ -30,7 +30,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, steps_text
+from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, replayed_saving, steps_text
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -73,10 +73,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                f"{fmt_us(idle[worst])} = {fmt_pct(idle[worst] / wall[worst])}).{how}")
     win = window_of_rows(analysis, rows)
     in_steps = sorted({windows[k].step for k in win[win >= 0].tolist()}, key=lambda s: s or 0)
+    named = in_steps or steps
     return [Finding(
         rule=RULE.id, severity="critical" if share >= th.high_share else RULE.severity,
-        title=RULE.title, message=message, steps=in_steps or steps, evidence=ev,
-        savings_us=per_step,
+        title=RULE.title, message=message, steps=named, evidence=ev,
+        # What the step would take without the wait, replayed: the device may still be
+        # busy with the previous step's work, so it is less than the idle time.
+        savings_us=replayed_saving(analysis, "input", named),
         confirm=("time a loop that only iterates the DataLoader (no model): if one batch "
                  "takes about this long, loading is the bottleneck; the input share should "
                  "fall when num_workers > 0"))]

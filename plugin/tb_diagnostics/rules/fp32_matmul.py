@@ -38,7 +38,14 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.roofline import roofline
-from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_pct, fmt_us, n_steps, short_name
+from tb_diagnostics.rules._util import (
+    MAX_EVIDENCE,
+    fmt_pct,
+    fmt_us,
+    n_steps,
+    replayed_saving,
+    short_name,
+)
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
 
@@ -154,7 +161,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"{'; '.join(short_name(t, 60) for t in top)}"
                  f"{' from ' + ', '.join(op_names) if op_names else ''}: {advice}."),
         steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE],
-        savings_us=None,
+        # Replayed with the GEMMs at the low-precision peak (None without device peaks).
+        savings_us=replayed_saving(analysis, "amp"),
         confirm=("with autocast/TF32 on, the same ops launch kernels named with "
                  "bf16/f16/h884/hmma/tf32/s1688 and their device time drops"))]
 

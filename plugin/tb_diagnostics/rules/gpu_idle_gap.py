@@ -90,8 +90,12 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         message=(f"The device idles between kernels: {idx.size} gap(s) of ≥ "
                  f"{fmt_us(th.min_gap_us)} take {fmt_us(per_step)} per step "
                  f"({fmt_pct(share)} of the step time, {steps_text(steps)}). Meanwhile the "
-                 f"host was {mix}. Largest: {described}.{art_note}"),
-        steps=steps, evidence=ev, savings_us=per_step,
+                 f"host was {mix}. Largest: {described}.{art_note} What closing them saves is "
+                 "replayed per cause: see the findings on those causes and the What-if "
+                 "projections."),
+        # Its idle time is what the findings on its causes (dataloader-bottleneck,
+        # host-sync…) save, replayed; claiming it here too would count it twice.
+        steps=steps, evidence=ev, savings_us=None,
         confirm=("profile more steps: gaps that recur at the same place in every step are "
                  "the program's; one that appears once is the profiler or a one-off"))]
 

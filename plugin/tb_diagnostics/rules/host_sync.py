@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tb_diagnostics.analysis.intervals import covered
+from tb_diagnostics.analysis.replay.changes import sync_change
+from tb_diagnostics.analysis.replay.engine import replay
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, outermost_op
@@ -186,9 +188,17 @@ def _finding(analysis: SpanAnalysis, site: _Site, per_step: float, median_wall: 
     message = (f"{head}; the device sat idle {fmt_us(idle.sum())} because of it "
                f"({fmt_us(per_step)} per step, {fmt_pct(share)} of a median step).")
     severity = "critical" if share >= th.critical_share else RULE.severity
+    # Replayed: without these calls' waits the host runs ahead; the device work stays.
+    change = sync_change(analysis, calls)
+    replayed = replay(analysis, change).wall_us if change is not None else None
+    saving = None
+    if replayed is not None:
+        before = np.asarray([w.wall_us for w in analysis.windows])
+        named = [k for k, w in enumerate(analysis.windows) if w.step in set(steps)]
+        saving = max(float(np.median((before - replayed)[named or slice(None)])), 0.0)
     return Finding(
         rule=RULE.id, severity=severity, title=RULE.title, message=message, steps=steps,
-        evidence=_evidence(analysis, site, calls, idle), savings_us=per_step,
+        evidence=_evidence(analysis, site, calls, idle), savings_us=saving,
         confirm=("run with torch.cuda.set_sync_debug_mode('warn') to see each synchronizing "
                  "call with its Python line; remove or defer it and re-profile: the device "
                  "idle after it should close"))

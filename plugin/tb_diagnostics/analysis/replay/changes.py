@@ -11,6 +11,8 @@ from tb_diagnostics.analysis.intervals import Intervals, union_of_rows
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.analysis.views.chains import memory_bound_chains
+from tb_diagnostics.analysis.views.roofline import roofline
 
 ASSUMES = {
     "input": "the DataLoader's wait on the training thread goes to zero (a prefetching loader "
@@ -18,6 +20,11 @@ ASSUMES = {
     "syncs": "the named syncs no longer wait for the device; the device work stays",
     "profiler": "the profiler's own host time (buffer requests, overhead, its flush sync) "
                 "is gone",
+    "fusion": "each memory-bound chain becomes one kernel that moves its largest op's bytes "
+              "at the bandwidth the chain achieved",
+    "amp": "fp32 GEMM and convolution kernels run in bf16 (fp16 without bf16): their time "
+           "scales by the precisions' peak ratio, no lower than half their bytes at the "
+           "memory bandwidth",
 }
 
 
@@ -40,10 +47,29 @@ def input_change(analysis: SpanAnalysis) -> Change | None:
 
 def sync_change(analysis: SpanAnalysis, rows: np.ndarray) -> Change | None:
     """These sync calls no longer wait (``.item()`` moved out of the loop, no
-    ``torch.cuda.synchronize()``, pinned memory for the copies)."""
+    ``torch.cuda.synchronize()``, pinned memory for the copies), nor the sync calls they
+    make (``aten::item`` → ``aten::_local_scalar_dense`` → ``cudaStreamSynchronize``)."""
     if not rows.size:
         return None
-    return Change(no_wait=frozenset(int(r) for r in rows.tolist()))
+    m = analysis.model
+    is_sync = set(analysis.sync_rows.tolist())
+    freed = set(int(r) for r in rows.tolist())
+    # The syncs nested in a freed one wait for the same thing, and so do the sync frames
+    # around it (``torch.cuda.synchronize`` → ``cudaDeviceSynchronize``).
+    for s in list(is_sync):
+        p = int(m.parent[s])
+        while p >= 0:
+            if p in freed:
+                freed.add(int(s))
+                break
+            p = int(m.parent[p])
+    for r in list(freed):
+        p = int(m.parent[r])
+        while p >= 0:
+            if p in is_sync:
+                freed.add(p)
+            p = int(m.parent[p])
+    return Change(no_wait=frozenset(freed))
 
 
 def profiler_change(analysis: SpanAnalysis) -> Change | None:
@@ -75,3 +101,39 @@ def combine(changes: list[Change]) -> Change:
     return Change(removed_host=merged,
                   no_wait=frozenset().union(*(c.no_wait for c in changes)),
                   device_scale=scale)
+
+
+def fusion_change(analysis: SpanAnalysis) -> Change | None:
+    """Every memory-bound chain fused into one kernel (``torch.compile``)."""
+    chains = memory_bound_chains(analysis)
+    if not chains:
+        return None
+    scale = np.ones(analysis.model.device_activity_rows.shape[0])
+    for c in chains:
+        scale[c.activities] = c.fused_factor
+    return Change(device_scale=scale)
+
+
+def amp_change(analysis: SpanAnalysis) -> Change | None:
+    """fp32 GEMMs and convolutions in bf16 (fp16 where the device has no bf16): their
+    kernels' time scales by the ratio of the two precisions' peaks, and no lower than
+    their halved bytes at the memory bandwidth."""
+    rf = roofline(analysis)
+    peaks = rf.peaks
+    if peaks is None or analysis.cpu_only or not peaks.bandwidth_gbps:
+        return None
+    target = "bf16" if peaks.peak("bf16") else "fp16" if peaks.peak("fp16") else None
+    fp32 = peaks.peak("fp32")
+    if target is None or not fp32:
+        return None
+    factor = np.ones(max(len(rf.figures), 1))
+    for g, f in enumerate(rf.figures):
+        if f.modelled and f.group.cost.tensor_op and f.precision == "fp32" and f.device_us > 0:
+            compute = f.device_us * fp32 / peaks.peak(target)
+            memory = f.bytes / 2 / (peaks.bandwidth_gbps * 1e3)
+            factor[g] = min(max(compute, memory) / f.device_us, 1.0)
+    if np.all(factor == 1.0):
+        return None
+    group = rf.activity_group
+    scale = np.where(group >= 0, factor[np.maximum(group, 0)], 1.0)
+    return Change(device_scale=scale)

@@ -1,0 +1,49 @@
+"""The projections' part of the report document: ``spans[].whatif``.
+
+One entry per change that applies to the span (see :mod:`..analysis.views.whatif`), then
+``all``: ``{id, change, rules, assumes, steps, wall_us_before, wall_us_after, saves_us}``.
+The walls are the medians of the warm steps (``steps``; the cold ones left out), and
+``saves_us`` is the median of those steps' savings. Savings are per step; a span without
+steps has one window, so its figures are per span.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.views.whatif import projections
+
+
+def _r(x: float) -> float:
+    return round(float(x), 3)
+
+
+def whatif_section(analysis: SpanAnalysis, cold: set[int | None]) -> list[dict[str, Any]]:
+    windows = analysis.windows
+    warm = [k for k, w in enumerate(windows) if w.step not in cold] or list(range(len(windows)))
+    out = []
+    for p in projections(analysis):
+        out.append({
+            "id": p.id,
+            "change": p.change,
+            "rules": list(dict.fromkeys(p.rules)),
+            "assumes": p.assumes,
+            "steps": [windows[k].step for k in warm],
+            "wall_us_before": _r(np.median(p.before_us[warm])),
+            "wall_us_after": _r(np.median(p.after_us[warm])),
+            "saves_us": _r(p.saving(warm)),
+        })
+    return out
+
+
+def whatif_lines(span: dict[str, Any]) -> list[str]:
+    """One line per projection, for the text and Markdown reports."""
+    out = []
+    for w in span.get("whatif") or []:
+        per = "per step" if w["steps"] and w["steps"][0] is not None else "for the span"
+        out.append(f"{w['id']}: {w['wall_us_before'] / 1000:.2f} → {w['wall_us_after'] / 1000:.2f}"
+                   f" ms, saves {w['saves_us'] / 1000:.2f} ms {per} — {w['change']}")
+    return out
