@@ -14,6 +14,7 @@ from typing import Any
 
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
 from tb_diagnostics.report.text import _columns, _device, _row, _spans, headline
+from tb_diagnostics.report.whatif import whatif_lines
 
 #: The tab's colours, so a reader who knows the tab reads the chart the same way.
 _PARTS = (("busy", "device_busy_us", "#1a73e8"), ("input", "input_us", "#e8710a"),
@@ -160,6 +161,11 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         if span["steps"]:
             body.append("<h3>Steps</h3>" + step_chart_svg(span) + _step_table(span))
         body.append(_roofline(span))
+        projections = whatif_lines(span)
+        if projections:
+            body.append("<h3>What if</h3><p class=\"note\">Each change replayed on the span "
+                        "(median warm step); savings do not add up.</p><ul>"
+                        + "".join(f"<li>{_e(x)}</li>" for x in projections) + "</ul>")
         if span["findings"]:
             body.append("<h3>Findings</h3>" + "".join(_finding(f) for f in span["findings"]))
         if span["file"] in chains:

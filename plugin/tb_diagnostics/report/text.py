@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
+from tb_diagnostics.report.whatif import whatif_lines
 
 _CAUSE_WORDS = {
     "input": "waiting for the DataLoader",
@@ -173,6 +174,10 @@ def render_text(doc: dict[str, Any]) -> str:
         if roof:
             out.append(f"  {roof[0]}; most time lost:" if len(roof) > 1 else f"  {roof[0]}")
             out.extend(roof[1:])
+        projections = whatif_lines(span)
+        if projections:
+            out.append("  what if (replayed; median warm step):")
+            out.extend(f"      {line}" for line in projections)
         out.extend(_findings_text(span))
         out.append("")
     for r in doc["runs"]:
@@ -233,6 +238,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
                        ("; most time lost:" if len(roof) > 1 else ""))
             out.append("")
             out.extend(roof[1:])
+            out.append("")
+        projections = whatif_lines(span)
+        if projections:
+            out.append("**What if** (replayed; median warm step)")
+            out.append("")
+            out.extend(f"- {line}" for line in projections)
             out.append("")
         if span["findings"]:
             out.append("**Findings**")
