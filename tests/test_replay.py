@@ -97,3 +97,53 @@ def test_resnet50_num_workers_fix_is_predicted_within_20_percent(cycle):
     measured = before - np.median([w.wall_us for w in fixed.windows[1:]])
     predicted = before - np.median(replay(a, input_change(a)).wall_us[1:])
     assert abs(predicted - measured) <= 0.2 * measured, (predicted, measured)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("run", "index"), _shared_files())
+def test_all_changes_never_beat_the_device_work_they_leave(run, index):
+    """A step replayed with every change still holds each stream's remaining work."""
+    from tb_diagnostics.analysis.replay.changes import amp_change, fusion_change
+    from tb_diagnostics.analysis.views.whatif import projection
+
+    a = shared_analysis(run, index)
+    p = projection(a, "all")
+    if p is None:
+        pytest.skip("fewer than two changes apply")
+    m = a.model
+    acts = m.device_activity_rows
+    scale = np.ones(acts.shape[0])
+    for build in (fusion_change, amp_change):
+        c = build(a)
+        if c is not None and c.device_scale is not None:
+            scale = scale * c.device_scale
+    if not acts.size or not len(a.host_steps):
+        return
+    step = a.activity_step
+    lane = m.lane[acts]
+    for k in range(len(a.windows)):
+        on = step == k
+        if not on.any():
+            continue
+        per_stream = np.bincount(lane[on], weights=(m.dur[acts] * scale)[on])
+        # Work a step's launches put on one stream runs one kernel after another.
+        assert p.after_us[k] + 1e-6 >= per_stream.max() * 0.999 or k == len(a.windows) - 1
+
+
+def test_the_report_lists_projections_and_findings_use_them(tmp_path):
+    from tb_diagnostics.logdir import scan_logdir
+    from tb_diagnostics.report.document import span_document
+
+    b = TraceBuilder(tmp_path / "log" / "run")
+    _input_steps(b, n=4)
+    b.write()
+    f = scan_logdir(str(tmp_path / "log")).runs[0].files[0]
+    from tb_diagnostics.engine import open_analysis
+
+    doc = span_document(f, open_analysis(f))
+    (inp,) = [w for w in doc["whatif"] if w["id"] == "input"]
+    assert inp["saves_us"] == pytest.approx(400.0)
+    assert inp["wall_us_after"] == pytest.approx(inp["wall_us_before"] - 400.0)
+    assert inp["rules"] == ["dataloader-bottleneck", "gpu-idle-gap"]
+    (dl,) = [x for x in doc["findings"] if x["rule"] == "dataloader-bottleneck"]
+    assert dl["savings_us"] == pytest.approx(400.0)
