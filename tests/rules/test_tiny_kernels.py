@@ -21,3 +21,32 @@ def test_fires_on_many_tiny_kernels(builder):
 def test_silent_on_long_kernels(builder):
     builder.steady_steps(3)
     assert RULE.run(builder.analysis()) == []
+
+
+def _graph_steps(b, graphed: int, own: int) -> None:
+    """Steps whose ``graphed`` tiny kernels replay from one cudaGraphLaunch, and ``own``
+    tiny kernels with a launch call each."""
+    for s in range(3):
+        t0 = s * 10_000
+        b.step(s + 1, t0, 9_999)
+        corr = b.runtime("cudaGraphLaunch", t0 + 10, 30)
+        for k in range(graphed):
+            b.kernel("graph_kernel", t0 + 50 + 4 * k, 2, corr)
+        for k in range(own):
+            ts = t0 + 2000 + 40 * k
+            b.op("aten::add", ts, 30)
+            b.launch("add_kernel", ts + 2, ts + 25, 2, api_dur=10)
+
+
+def test_graph_replays_are_not_tiny_launches(builder):
+    # 100 kernels from one graph launch: no kernel is shorter than a launch of its own.
+    _graph_steps(builder, graphed=100, own=0)
+    assert RULE.run(builder.analysis()) == []
+
+
+def test_kernels_outside_the_graph_still_count_and_the_graph_is_named(make_builder):
+    b = make_builder()
+    _graph_steps(b, graphed=100, own=60)
+    (f,) = RULE.run(b.analysis())
+    assert f.message.startswith("60 kernels per step")
+    assert "100 kernels per step already replay from CUDA graphs (not counted)" in f.message

@@ -57,7 +57,8 @@ class Thresholds:
 
 
 def _steady(ld, th: Thresholds) -> str:
-    ok = ~ld.artefact
+    # A CUDA graph's kernels share one launch call: their delays are not launches'.
+    ok = ~ld.artefact & ~ld.graph
     q, d = ld.queued[ok], ld.delay[ok]
     parts = []
     if q.any():
@@ -107,7 +108,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     # Latency: nothing ran anywhere on the device, yet the activity started late. A
     # launch onto an idle stream of a busy device may be waiting on another stream
     # (an event, a collective): not counted.
-    ok = ~ld.artefact & ~ld.queued & ~ld.device_busy
+    ok = ~ld.artefact & ~ld.queued & ~ld.device_busy & ~ld.graph
     if ok.sum() < th.min_launches or _waits_invisible(analysis):
         return out
     delay = ld.delay[ok]

@@ -32,7 +32,14 @@ from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.launch import launch_delays
-from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, step_numbers, steps_text
+from tb_diagnostics.rules._util import (
+    evidence_rows,
+    fmt_count,
+    fmt_pct,
+    fmt_us,
+    step_numbers,
+    steps_text,
+)
 from tb_diagnostics.rules.base import Finding, Rule
 from tb_diagnostics.trace.categories import Kind
 
@@ -57,7 +64,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     acts, launcher, win = ld.acts[is_k], ld.launcher[is_k], ld.window[is_k]
     art = profiler_artefacts(analysis).host
     inflated = covered(art, m.start[launcher], m.end[launcher]) > 0
-    keep = (win >= 0) & ~inflated
+    # Kernels a CUDA graph replays share one launch call: none is launched on its own.
+    graph = ld.graph[is_k]
+    keep = (win >= 0) & ~inflated & ~graph
     acts, launcher, win = acts[keep], launcher[keep], win[keep]
     if not acts.size:
         return []
@@ -85,13 +94,17 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         ev += evidence_rows(analysis, [int(launcher[i])], "the launch call", limit=1)
         ev += evidence_rows(analysis, [int(acts[i])],
                             f"runs {fmt_us(m.dur[acts[i]])}, shorter than its launch", limit=1)
+    graphed = np.bincount(ld.window[is_k][graph & (ld.window[is_k] >= 0)], minlength=n)[hit]
+    graph_note = (f" {fmt_count(float(graphed.mean()))} kernels per step already replay from "
+                  "CUDA graphs (not counted): capture the rest of the step too."
+                  if graphed.any() else "")
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"{int(small[hit].mean()):d} kernels per step ({fmt_pct(float(frac[hit].mean()))} "
                  f"of them) run shorter than their launch call in {steps_text(steps)}: median "
                  f"kernel {fmt_us(k_dur)} vs launch {fmt_us(l_dur)}. Launching them costs the "
                  f"host {fmt_us(host_cost)} per step for {fmt_us(dev_work)} of device work; "
-                 f"the device is busy {fmt_pct(float(busy[hit].mean()))}."),
+                 f"the device is busy {fmt_pct(float(busy[hit].mean()))}.{graph_note}"),
         steps=steps, evidence=ev, savings_us=None,
         confirm=("double the batch size: if the step time barely moves, the step was bound "
                  "by launches, not by the kernels"))]

@@ -117,3 +117,8 @@ _CONCRETE_READERS = re.compile(
 
 def keeps_concrete_inputs(name: str) -> bool:
     return _CONCRETE_READERS.search(name) is not None
+
+
+#: A CUDA/HIP graph replay: one call launches every kernel of the graph (they share its
+#: correlation id), so those kernels have no launch call of their own.
+GRAPH_LAUNCH = re.compile(r"^(cuda|hip)GraphLaunch")

@@ -15,6 +15,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.trace.categories import GRAPH_LAUNCH
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class LaunchDelays:
     queued: np.ndarray  # bool: earlier work on its stream was unfinished when the call returned
     device_busy: np.ndarray  # bool: some stream of the device was busy when the call returned
     artefact: np.ndarray  # bool: the profiler's first-launch offset
+    graph: np.ndarray  # bool: replayed from a CUDA graph (cudaGraphLaunch): no launch of its own
 
     def __len__(self) -> int:
         return int(self.acts.shape[0])
@@ -53,8 +55,11 @@ def launch_delays(analysis: SpanAnalysis) -> LaunchDelays:
         device_busy = np.zeros(acts.shape[0], dtype=bool)
     art = profiler_artefacts(analysis)
     artefact = acts == art.first_launch
+    graph_ids = [i for i in np.unique(m.name[launcher]).tolist()
+                 if GRAPH_LAUNCH.match(m.strings[i])]
+    graph = np.isin(m.name[launcher], np.asarray(graph_ids, dtype=np.int64))
     return LaunchDelays(acts=acts, launcher=launcher, delay=delay, window=window,
-                        queued=queued, device_busy=device_busy, artefact=artefact)
+                        queued=queued, device_busy=device_busy, artefact=artefact, graph=graph)
 
 
 def _stream_busy_until(analysis: SpanAnalysis) -> np.ndarray:

@@ -54,8 +54,9 @@ export class FindingsView {
 
   item(f, key) {
     const isOpen = this.open === key;
-    const save = f.savings_us ? `saves ~${dur(f.savings_us)}/step` : "";
     const real = (f.steps || []).filter((x) => x !== null);
+    // The replayed saving: per step, or per span where the span has no steps.
+    const save = f.savings_us ? `saves ~${dur(f.savings_us)}${real.length || !(f.steps || []).length ? "/step" : " per span"}` : "";
     const steps = real.length ? `${real.length > 1 ? "steps" : "step"} ${ranges(real)}` : "";
     const head = h("button", {
       class: "fhead", "aria-expanded": isOpen ? "true" : "false", dataset: { key },
@@ -91,6 +92,15 @@ export class FindingsView {
       rule.why ? [h("h4", null, "Why it matters"), paragraphs(rule.why)] : null,
       rule.how ? [h("h4", null, "How to fix"), paragraphs(rule.how)] : null,
       f.confirm ? [h("h4", null, "How to confirm"), paragraphs(f.confirm)] : null);
+  }
+
+  /** Open one finding (from another card): scrolled to, and focused for the keyboard. */
+  select(key) {
+    this.open = key;
+    this.render();
+    const head = this.container.querySelector(`button.fhead[data-key="${CSS.escape(key)}"]`);
+    head?.scrollIntoView({ block: "nearest" });
+    head?.focus({ preventScroll: true });
   }
 
   toggle(key) {

@@ -18,6 +18,7 @@ import { StepTable } from "./steptable.js";
 import { watchTheme } from "./theme.js";
 import { TimelineView } from "./timeline.js";
 import { TreeView } from "./tree.js";
+import { WhatIfView } from "./whatif.js";
 
 const KIND_LEGEND = [["op", "op"], ["runtime", "launch"], ["kernel", "kernel"], ["memcpy", "copy"], ["annotation", "annotation"]];
 
@@ -54,6 +55,10 @@ export class App {
       onToggle: (key) => this.setState({ finding: key }),
     });
 
+    // Each change the backend can replay: the median step before and after; a rule opens its finding.
+    const whatif = card("What if", { id: "whatif" });
+    this.whatif = new WhatIfView(whatif.body, whatif.head.querySelector(".card-tools"), { onFinding: (key) => this.openFinding(key) });
+
     // Every op group against the device's ceilings; a point opens the op's first call.
     const roof = card("Roofline", { id: "roofline" });
     this.roofline = new RooflineView(roof.body, roof.head.querySelector(".card-tools"), { onOpen: (op) => this.openOp(op) });
@@ -80,7 +85,7 @@ export class App {
     // The zoom goes into the URL so a shared link opens the same view (state.js).
     this.timeline.onView = (t0, t1) => this.setState({ zoom: t0 === null ? null : `${t0.toFixed(1)},${t1.toFixed(1)}` });
 
-    this.grid = h("div", { class: "grid" }, steps.el, findings.el, roof.el, tree.el, tl.el);
+    this.grid = h("div", { class: "grid" }, steps.el, findings.el, whatif.el, roof.el, tree.el, tl.el);
     this.bodies = { tree: tree.body, timeline: tlEl };
     // Distributed runs: the ranks × steps heat map; a cell opens that rank's step.
     this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell) });
@@ -231,6 +236,7 @@ export class App {
     this.findingsCount.textContent = s.findings.length ? `${s.findings.length} · by severity, then savings` : "";
     const known = s.findings.some((f, i) => findingKey(f, i) === this.state.finding);
     this.findings.setData(s, known ? this.state.finding : null);
+    this.whatif.setData(s);
     this.roofline.setData(s);
     const index = this.defaultStep(s);
     this.stepIndex = -1;
@@ -322,6 +328,12 @@ export class App {
     const rows = op.rows.filter((r, i) => op.steps[i] === st.step);
     this.selectStep(st.index, { highlight: rows.length ? rows : [op.rows[0]], focus: [op.rows[0]], reveal: true });
     revealTimeline();
+  }
+
+  /** A finding opened from another card (a what-if projection's rule). */
+  openFinding(key) {
+    this.findings.select(key);
+    this.setState({ finding: key });
   }
 
   showNode(n) {

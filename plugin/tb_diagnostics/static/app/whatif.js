@@ -1,0 +1,144 @@
+// The "What if" card: each change the backend can replay on this span
+// (summary.whatif), as the median warm step's wall time before the change
+// (a grey bar) and after it (a coloured one), on one scale shared by every
+// bar. "all" (every change at once) comes first: its saving is not the sum of
+// the others. Each projection names the rules proposing it that have findings
+// here; a rule's button opens that finding in the findings card.
+
+import { h } from "./dom.js";
+import { findingKey } from "./findings.js";
+import { dur, ms, ranges } from "./format.js";
+
+/** The after bar's colour: the idle cause or the kind of work the change removes. */
+const COLOR = {
+  all: "var(--wi-all)",
+  input: "var(--c-input)",
+  syncs: "var(--c-sync)",
+  profiler: "var(--c-profiler)",
+  fusion: "var(--k-kernel)",
+  amp: "var(--rf-bf16)",
+};
+const ALL_NOTE = "Savings do not add up: the changes overlap, and the device work they leave still takes its time.";
+const SEVERITIES = ["critical", "warning", "info"];
+
+/** `all` first, then the biggest saving first (the backend's order breaks ties). */
+export function ordered(list) {
+  return (list || []).map((p, i) => ({ p, i })).sort((a, b) =>
+    (b.p.id === "all") - (a.p.id === "all") || (b.p.saves_us || 0) - (a.p.saves_us || 0) || a.i - b.i)
+    .map((x) => x.p);
+}
+
+/** Whether a projection's figures are per span (a span without steps: `steps: [null]`). */
+const perSpan = (p) => !(p.steps || []).some((s) => s !== null && s !== undefined);
+
+/** Milliseconds with their unit; a saving under 10 µs keeps its digits ("4.2 µs"). */
+function msUnit(us) {
+  return us > 0 && us < 10 ? dur(us) : `${ms(us)} ms`;
+}
+
+/** "saves 59.0 ms/step", "saves 4.40 ms per span", "no measurable saving". */
+export function savesText(p) {
+  if (!(p.saves_us > 0)) return "no measurable saving";
+  return `saves ${msUnit(p.saves_us)}${perSpan(p) ? " per span" : "/step"}`;
+}
+
+function stepsText(p) {
+  if (perSpan(p)) return "the whole span (it has no steps)";
+  const real = p.steps.filter((s) => s !== null && s !== undefined);
+  return `${real.length > 1 ? "median over warm steps" : "warm step"} ${ranges(real)}`;
+}
+
+/** `all`'s note: the parenthesis of its `change` sentence, else ours. */
+function allNote(p) {
+  const m = /\(([^()]+)\)\s*\.?\s*$/.exec(p.change || "");
+  if (!m) return ALL_NOTE;
+  const t = m[1].trim();
+  return `${t[0].toUpperCase()}${t.slice(1)}${/[.!]$/.test(t) ? "" : "."}`;
+}
+
+export class WhatIfView {
+  constructor(container, tools, { onFinding }) {
+    this.container = container;
+    this.tools = tools;
+    this.onFinding = onFinding;
+  }
+
+  setData(summary) {
+    this.summary = summary;
+    const list = ordered(summary.whatif);
+    this.container.dataset.count = String(list.length);
+    if (!list.length) {
+      this.tools.replaceChildren();
+      this.container.replaceChildren(this.emptyState(summary));
+      return;
+    }
+    // One scale for every bar: the longest wall (the before wall, the same for all).
+    const scale = Math.max(...list.flatMap((p) => [p.wall_us_before || 0, p.wall_us_after || 0]), 1);
+    const first = list.find((p) => p.id === "all") || list[0];
+    this.tools.replaceChildren(
+      h("span", { class: "legend", style: { padding: 0 } },
+        h("span", null, h("i", { class: "wi-key before" }), "now"),
+        h("span", null, h("i", { class: "wi-key after" }), "after the change")),
+      h("span", { class: "wi-basis", title: "bars share one scale: the step's wall time now" }, stepsText(first)));
+    this.container.replaceChildren(h("ol", { class: "wi-list", "aria-label": "what each change would save" },
+      list.map((p) => this.row(p, scale))));
+  }
+
+  emptyState(s) {
+    const cpu = s.device?.kind === "cpu";
+    return h("div", { class: "none", id: "whatif-empty" },
+      h("strong", null, "Nothing to replay. "),
+      s.whatif === undefined
+        ? "This tb-diagnostics build does not replay changes."
+        : `Nothing in this span has a change the replay can model${cpu ? " (a CPU-only trace with no DataLoader wait)" : ""}.`,
+      h("div", { class: "muted", style: { marginTop: "4px" } },
+        "It models: no DataLoader wait, no blocking syncs, no profiler overhead, fused memory-bound chains, fp32 GEMMs in bf16."));
+  }
+
+  row(p, scale) {
+    const all = p.id === "all";
+    const before = p.wall_us_before || 0;
+    const after = p.wall_us_after ?? before;
+    const w = (us) => `${Math.min(Math.max((us / scale) * 100, 0), 100).toFixed(2)}%`;
+    const title = [`Assumes: ${p.assumes || "—"}`, `Steps used: ${stepsText(p)}`,
+      `now ${msUnit(before)} → after ${msUnit(after)}; ${savesText(p)} (the median of the per-step savings)`].join("\n");
+    return h("li", {
+      class: `wi-row${all ? " wi-all" : ""}`, id: `whatif-${p.id}`,
+      dataset: { id: p.id, before: String(before), after: String(after), saves: String(p.saves_us ?? "") },
+      style: { "--wi": COLOR[p.id] || "var(--accent)" },
+    },
+    h("div", { class: "wi-label" },
+      h("div", { class: "wi-change" }, all ? "Every change below, together" : p.change),
+      all ? h("div", { class: "wi-note" }, allNote(p)) : null),
+    this.rules(p),
+    h("div", {
+      class: "wi-bars", title, role: "img",
+      "aria-label": `${all ? "every change" : p.change}: ${ms(before)} ms now, ${ms(after)} ms after; ${savesText(p)}`,
+    },
+    h("div", { class: "wi-bar before", style: { width: w(before) } }),
+    h("div", { class: "wi-bar after", style: { width: w(after) } })),
+    h("div", { class: "wi-nums" },
+      h("div", { class: "wi-ba" }, `${ms(before)} → ${ms(after)} ms`),
+      h("div", { class: `wi-save${p.saves_us > 0 ? "" : " zero"}` }, savesText(p))));
+  }
+
+  /** The proposing rules that have findings here: one button each, opening its top finding. */
+  rules(p) {
+    const findings = (this.summary.findings || []).map((f, i) => ({ f, key: findingKey(f, i) }));
+    const rank = (x) => SEVERITIES.indexOf(x.f.severity) * 1e15 - (x.f.savings_us || 0);
+    const buttons = (p.rules || []).map((rule) => {
+      const mine = findings.filter((x) => x.f.rule === rule).sort((a, b) => rank(a) - rank(b));
+      if (!mine.length) return null;
+      const top = mine[0].f;
+      const save = top.savings_us > 0 ? ` (saves ~${dur(top.savings_us)}${perSpan(top) ? " per span" : "/step"})` : "";
+      return h("button", {
+        type: "button", class: "wi-rule", dataset: { rule, key: mine[0].key },
+        title: `open the finding: ${top.title}${save}${mine.length > 1 ? `\n${mine.length} findings of this rule; the first is opened` : ""}`,
+        onclick: () => this.onFinding(mine[0].key),
+      }, h("span", { class: "dot", style: { "--sev": `var(--sev-${top.severity})` } }), rule,
+      mine.length > 1 ? h("span", { class: "wi-count" }, `×${mine.length}`) : null);
+    }).filter(Boolean);
+    if (!buttons.length) return h("div", { class: "wi-rules muted" }, "no finding in this span proposes it");
+    return h("div", { class: "wi-rules" }, buttons);
+  }
+}

@@ -1,0 +1,168 @@
+"""The "What if" card, in a real browser, against the span route's ``whatif``.
+
+ResNet-50 (V100, DataLoader with no workers): one bar pair per projection,
+``all`` first, then by saving; the figures match the route; a rule's button
+opens its finding. The CPU matmul run has nothing to replay: the empty state.
+Screenshots of the card in both themes land in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from urllib.parse import unquote
+
+from playwright.sync_api import expect
+
+from .conftest import CPU_RUN, RESNET
+
+READY = 60_000
+SPAN = "1623143089861"
+
+
+def ready(frame) -> None:
+    expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
+
+
+def summary(tb, run: str) -> dict:
+    """The span route's summary of the run's first span (asked again while it loads)."""
+    deadline = time.monotonic() + READY / 1000
+    while True:
+        runs = {r["run"]: r for r in tb.json("runs").get("runs") or []}
+        if run in runs:
+            w = runs[run]["workers"][0]
+            assert run != RESNET or w["spans"][0]["span"] == SPAN
+            res = tb.json(f"span?run={run}&worker={w['worker']}&span={w['spans'][0]['span']}")
+            if "summary" in res:
+                return res["summary"]
+        assert time.monotonic() < deadline, f"{run} did not load"
+        time.sleep(0.3)
+
+
+def ms(us: float) -> str:
+    """format.js ``ms``: 0 decimals from 100 ms, 1 from 10 ms, else 2."""
+    v = us / 1000
+    return f"{v:.{0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2}f}"
+
+
+def dur(us: float) -> str:
+    """format.js ``dur`` for the durations these tests meet (1 µs … 1 s)."""
+    if us < 1000:
+        return f"{us:.{2 if us < 10 else 1}f} µs"
+    return f"{us / 1000:.{2 if us < 1e4 else 1}f} ms"
+
+
+def saves(p: dict) -> str:
+    if not p["saves_us"] or p["saves_us"] <= 0:
+        return "no measurable saving"
+    unit = dur(p["saves_us"]) if p["saves_us"] < 10 else f"{ms(p['saves_us'])} ms"
+    per = " per span" if all(s is None for s in p["steps"]) else "/step"
+    return f"saves {unit}{per}"
+
+
+def ordered(wi: list[dict]) -> list[str]:
+    """``all`` first, then by saving, most first (the route's order breaks ties)."""
+    return [p["id"] for _, p in sorted(enumerate(wi), key=lambda x: (
+        x[1]["id"] != "all", -(x[1]["saves_us"] or 0), x[0]))]
+
+
+def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet, artifacts):
+    s = summary(tensorboard, resnet)
+    wi = {p["id"]: p for p in s["whatif"]}
+    assert {"all", "input"} <= wi.keys()
+    frame = open_tab(run=resnet)
+    ready(frame)
+    card = frame.locator("#whatif")
+    expect(card.locator("h2")).to_have_text("What if")
+    rows = card.locator(".wi-row")
+    expect(rows).to_have_count(len(wi))
+    ids = [rows.nth(i).get_attribute("data-id") for i in range(rows.count())]
+    assert ids == ordered(s["whatif"])
+    assert ids[0] == "all"
+    # `all` stands apart and says that the savings overlap
+    expect(rows.first).to_have_class(re.compile(r"\bwi-all\b"))
+    expect(rows.first.locator(".wi-note")).to_contain_text("do not add up")
+    # every figure as the route gives it; the title says what is assumed and on which steps
+    for pid, p in wi.items():
+        row = card.locator(f"#whatif-{pid}")
+        expect(row.locator(".wi-ba")).to_have_text(
+            f"{ms(p['wall_us_before'])} → {ms(p['wall_us_after'])} ms")
+        expect(row.locator(".wi-save")).to_have_text(saves(p))
+        assert float(row.get_attribute("data-before")) == p["wall_us_before"]
+        assert float(row.get_attribute("data-after")) == p["wall_us_after"]
+        assert float(row.get_attribute("data-saves")) == p["saves_us"]
+        title = row.locator(".wi-bars").get_attribute("title")
+        assert p["assumes"] in title
+        assert "5–10" in title
+    # one scale for every bar: the before wall; the input bar's after is shorter
+    scale = max(max(p["wall_us_before"], p["wall_us_after"]) for p in wi.values())
+    full = card.locator("#whatif-all .wi-bar.before").bounding_box()["width"]
+    for pid, p in wi.items():
+        before = card.locator(f"#whatif-{pid} .wi-bar.before").bounding_box()["width"]
+        after = card.locator(f"#whatif-{pid} .wi-bar.after").bounding_box()["width"]
+        assert abs(before - full * p["wall_us_before"] / scale) < 1.5, pid
+        assert abs(after - full * p["wall_us_after"] / scale) < 1.5, pid
+    inp = card.locator("#whatif-input")
+    assert (inp.locator(".wi-bar.after").bounding_box()["width"]
+            < inp.locator(".wi-bar.before").bounding_box()["width"] * 0.8)
+    # only the proposing rules that have findings here get a button
+    have = {f["rule"] for f in s["findings"]}
+    for pid, p in wi.items():
+        buttons = card.locator(f"#whatif-{pid} button.wi-rule")
+        want = [r for r in p["rules"] if r in have]
+        assert [buttons.nth(i).get_attribute("data-rule") for i in range(buttons.count())] == want
+    card.scroll_into_view_if_needed()
+    page.wait_for_timeout(200)
+    card.screenshot(path=str(artifacts / "whatif-resnet-light.png"))
+    page.evaluate("document.body.classList.add('dark-mode')")  # what TB's theme switch does
+    expect(frame.locator("html")).to_have_class("dark")
+    page.wait_for_timeout(200)
+    card.screenshot(path=str(artifacts / "whatif-resnet-dark.png"))
+    page.screenshot(path=str(artifacts / "whatif-resnet-tab-dark.png"))
+
+
+def test_a_rule_button_opens_its_finding(page, open_tab, tensorboard, resnet, artifacts):
+    s = summary(tensorboard, resnet)
+    loader = next(f for f in s["findings"] if f["rule"] == "dataloader-bottleneck")
+    frame = open_tab(run=resnet)
+    ready(frame)
+    button = frame.locator('#whatif-input button.wi-rule[data-rule="dataloader-bottleneck"]')
+    button.click()
+    key = button.get_attribute("data-key")
+    head = frame.locator(f'#findings button.fhead[data-key="{key}"]')
+    expect(head).to_have_attribute("aria-expanded", "true")
+    expect(head).to_be_focused()
+    expect(head.locator(".ftitle")).to_contain_text(loader["title"])
+    # the finding shows the replayed saving, the same as the projection's
+    expect(head.locator(".fsave")).to_have_text(f"saves ~{dur(loader['savings_us'])}/step")
+    assert loader["savings_us"] == next(p for p in s["whatif"] if p["id"] == "input")["saves_us"]
+    assert f"p.diagnostics.finding={key}" in unquote(page.evaluate("location.hash"))
+    expect(frame.locator("#findings .finding.open")).to_have_count(1)
+    page.screenshot(path=str(artifacts / "whatif-resnet-opened.png"))
+    # from the keyboard: Tab reaches the rule buttons, Enter opens another finding
+    amp = frame.locator('#whatif-amp button.wi-rule[data-rule="fp32-matmul"]')
+    if amp.count():
+        amp.focus()
+        page.keyboard.press("Enter")
+        key = amp.get_attribute("data-key")
+        expect(frame.locator(f'#findings button.fhead[data-key="{key}"]')).to_have_attribute(
+            "aria-expanded", "true")
+        expect(frame.locator("#findings .finding.open")).to_have_count(1)
+    first = frame.locator("#whatif button.wi-rule").first
+    first.focus()
+    page.keyboard.press("Tab")
+    expect(frame.locator("#whatif button.wi-rule").nth(1)).to_be_focused()
+
+
+def test_cpu_run_has_nothing_to_replay(page, open_tab, tensorboard, artifacts):
+    s = summary(tensorboard, CPU_RUN)
+    assert s["whatif"] == []
+    frame = open_tab(run=CPU_RUN)
+    ready(frame)
+    card = frame.locator("#whatif")
+    expect(card.locator(".wi-row")).to_have_count(0)
+    empty = card.locator("#whatif-empty")
+    expect(empty).to_be_visible()
+    expect(empty).to_contain_text("Nothing in this span has a change the replay can model")
+    expect(empty).to_contain_text("CPU-only")
+    card.screenshot(path=str(artifacts / "whatif-cpu-empty.png"))
