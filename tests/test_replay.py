@@ -147,3 +147,29 @@ def test_the_report_lists_projections_and_findings_use_them(tmp_path):
     assert inp["rules"] == ["dataloader-bottleneck", "gpu-idle-gap"]
     (dl,) = [x for x in doc["findings"] if x["rule"] == "dataloader-bottleneck"]
     assert dl["savings_us"] == pytest.approx(400.0)
+
+
+def _launch_bound_steps(b: TraceBuilder, n: int = 3, ops: int = 50) -> None:
+    """Each step: ``ops`` calls of 20 µs on the host, each launching one 2 µs kernel."""
+    for s in range(n):
+        t0 = s * 2000
+        b.step(s + 1, t0, 1999)
+        for k in range(ops):
+            ts = t0 + 100 + 20 * k
+            b.op("aten::add", ts, 20)
+            b.launch("add_kernel", ts + 10, ts + 18, 2, api_dur=5)
+
+
+def test_cheaper_launches_and_cuda_graphs_shorten_a_launch_bound_step(tmp_path):
+    from tb_diagnostics.analysis.replay.changes import graphs_change, launch_change
+
+    b = TraceBuilder(tmp_path)
+    _launch_bound_steps(b)
+    a = b.analysis()
+    before = np.asarray([w.wall_us for w in a.windows])
+    cheap = replay(a, launch_change(a)).wall_us
+    graphs = replay(a, graphs_change(a)).wall_us
+    # 50 calls of 20 µs become 50 × 5 µs: 750 µs less host time per step; as graphs, the
+    # calls' 1000 µs go entirely. The steps' other host time (the rest of the 2 ms) stays.
+    assert cheap[:2] == pytest.approx(before[:2] - 750.0, abs=1.0)
+    assert graphs[:2] == pytest.approx(before[:2] - 1000.0, abs=1.0)

@@ -37,6 +37,7 @@ from tb_diagnostics.rules._util import (
     fmt_count,
     fmt_pct,
     fmt_us,
+    replayed_saving,
     step_numbers,
     steps_text,
 )
@@ -105,7 +106,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"kernel {fmt_us(k_dur)} vs launch {fmt_us(l_dur)}. Launching them costs the "
                  f"host {fmt_us(host_cost)} per step for {fmt_us(dev_work)} of device work; "
                  f"the device is busy {fmt_pct(float(busy[hit].mean()))}.{graph_note}"),
-        steps=steps, evidence=ev, savings_us=None,
+        # Replayed with the step's launches as CUDA graphs.
+        steps=steps, evidence=ev, savings_us=replayed_saving(analysis, "graphs", steps),
         confirm=("double the batch size: if the step time barely moves, the step was bound "
                  "by launches, not by the kernels"))]
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import Intervals, union_of_rows
+from tb_diagnostics.analysis.intervals import Intervals, union_of_rows, union_sorted
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.chains import memory_bound_chains
+from tb_diagnostics.analysis.views.hierarchy import outermost_op
 from tb_diagnostics.analysis.views.roofline import roofline
 
 ASSUMES = {
@@ -22,6 +23,10 @@ ASSUMES = {
                 "is gone",
     "fusion": "each memory-bound chain becomes one kernel that moves its largest op's bytes "
               "at the bandwidth the chain achieved",
+    "launch": "each op call that launches device work costs the host 5 µs per launch, no more "
+              "(a C++ launch loop); the rest of the host's time stays",
+    "graphs": "a step's launching op calls are replayed as one CUDA graph: their host time "
+              "goes, the Python around them stays, syncs still wait",
     "amp": "fp32 GEMM and convolution kernels run in bf16 (fp16 without bf16): their time "
            "scales by the precisions' peak ratio, no lower than half their bytes at the "
            "memory bandwidth",
@@ -137,3 +142,56 @@ def amp_change(analysis: SpanAnalysis) -> Change | None:
     group = rf.activity_group
     scale = np.where(group >= 0, factor[np.maximum(group, 0)], 1.0)
     return Change(device_scale=scale)
+
+
+#: What one launch costs the host once its overhead is cut (a C++ launch loop; the
+#: ``launch`` change's stated figure).
+LAUNCH_COST_US = 5.0
+
+
+def _launching_ops(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
+    """The outermost op calls that launch device work, and how many launches each makes."""
+    m = analysis.model
+    launchers = m.launcher[m.device_activity_rows]
+    launchers = np.unique(launchers[launchers >= 0])
+    if not launchers.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    top = outermost_op(analysis)[launchers]
+    top = top[top >= 0]
+    rows, counts = np.unique(top, return_counts=True)
+    return rows.astype(np.int64), counts
+
+
+def launch_change(analysis: SpanAnalysis, cost_us: float = LAUNCH_COST_US) -> Change | None:
+    """Each op call that launches work costs the host ``cost_us`` per launch, no more."""
+    rows, counts = _launching_ops(analysis)
+    if not rows.size:
+        return None
+    m = analysis.model
+    keep = m.start[rows] + counts * cost_us
+    cut = keep < m.end[rows]
+    if not cut.any():
+        return None
+    return Change(removed_host=_per_lane_intervals(analysis, rows[cut], keep[cut],
+                                                   m.end[rows[cut]]))
+
+
+def graphs_change(analysis: SpanAnalysis) -> Change | None:
+    """CUDA graphs: the launching op calls of a step are replayed as one graph launch, so
+    their host time goes (syncs inside still wait: a graph cannot hold them)."""
+    rows, _ = _launching_ops(analysis)
+    if rows.size < 2:
+        return None
+    m = analysis.model
+    return Change(removed_host=_per_lane_intervals(analysis, rows, m.start[rows], m.end[rows]))
+
+
+def _per_lane_intervals(analysis: SpanAnalysis, rows: np.ndarray, start: np.ndarray,
+                        end: np.ndarray) -> dict[int, Intervals]:
+    lanes = analysis.model.lane[rows]
+    out = {}
+    for lane in np.unique(lanes).tolist():
+        on = lanes == lane
+        order = np.argsort(start[on], kind="stable")
+        out[int(lane)] = union_sorted(start[on][order], end[on][order])
+    return out
