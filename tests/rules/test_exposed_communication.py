@@ -28,7 +28,8 @@ def test_gpu_exposed_is_comm_kernel_time_outside_compute(builder):
     # NCCL kernels stay device activity: the device is busy 100..900.
     assert a.windows[0].device_busy_us == pytest.approx(800)
     (f,) = RULE.run(a)
-    assert f.steps == [0, 1, 2] and f.savings_us == pytest.approx(500)
+    # How much overlap would hide depends on the other ranks: no replayed saving.
+    assert f.steps == [0, 1, 2] and f.savings_us is None and "No saving is given" in f.message
     assert "50%" in f.message and "overlap 17%" in f.message
     assert f.evidence[0].name.startswith("ncclDevKernel_AllReduce")
 

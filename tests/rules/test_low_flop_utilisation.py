@@ -21,15 +21,29 @@ def _steps(b, kernel_us: float, step_us: float = 1000.0, n: int = 3) -> None:
         b.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", t0 + 8, t0 + 40, kernel_us)
 
 
+def _queued_steps(b, kernel_us: float, host_us: float = 250.0, n: int = 3) -> None:
+    """The host runs ahead: each step launches its GEMM and moves on; the GEMMs queue."""
+    free = 0.0
+    for s in range(n):
+        t0 = s * host_us
+        b.step(s + 1, t0, host_us - 1)
+        b.op("aten::mm", t0 + 5, 20, dims=[[N, N], [N, N]], types=BF16)
+        start = max(t0 + 40, free)
+        b.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", t0 + 8, start, kernel_us)
+        free = start + kernel_us
+
+
 def test_fires_on_a_slow_gemm_and_names_it(builder):
-    _steps(builder, kernel_us=900.0)
+    _queued_steps(builder, kernel_us=900.0)
     (f,) = RULE.run(builder.analysis())
     assert f.steps == [1, 2, 3]
     assert "aten::mm [4096,4096] [4096,4096]" in f.message
     assert "900 µs per step" in f.message and "139 µs" in f.message
     assert "15% of roofline" in f.message and "compute-bound, bf16" in f.message
-    # Savings are counted to 70 % of the roofline, what tuned GEMMs reach.
-    assert f.savings_us == pytest.approx(900.0 - IDEAL_US / 0.7)
+    # Replayed with the GEMM at 70 % of its roofline (what tuned GEMMs reach): the kernel
+    # takes 198 µs, and the steps shrink from 900 µs of queued GEMMs to the host's 250 µs.
+    assert IDEAL_US / 0.7 < 250.0
+    assert f.savings_us == pytest.approx(900.0 - 250.0, abs=5.0)
     assert {e.name for e in f.evidence} == {"aten::mm"}
 
 

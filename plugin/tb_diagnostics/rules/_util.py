@@ -129,3 +129,19 @@ def replayed_saving(analysis: SpanAnalysis, change_id: str,
     wanted = set(steps) if steps is not None else None
     idx = [k for k, w in enumerate(analysis.windows) if wanted is None or w.step in wanted]
     return max(p.saving(idx or None), 0.0)
+
+
+def change_saving(analysis: SpanAnalysis, change: object,
+                  steps: Sequence[int | None] | None = None) -> float | None:
+    """The replayed saving of ``change`` (a ``replay.engine.Change``, or None: no saving
+    to replay), the median per step over the windows of ``steps``, never below zero."""
+    if change is None:
+        return None
+    from tb_diagnostics.analysis.replay.engine import replay
+
+    before = np.asarray([w.wall_us for w in analysis.windows])
+    after = replay(analysis, change).wall_us
+    wanted = set(steps) if steps is not None else None
+    idx = [k for k, w in enumerate(analysis.windows) if wanted is None or w.step in wanted]
+    diff = (before - after)[idx] if idx else before - after
+    return max(float(np.median(diff)), 0.0)

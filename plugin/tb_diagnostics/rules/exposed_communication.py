@@ -81,12 +81,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     top = in_worst[np.argsort(-m.dur[in_worst], kind="stable")[:5]]
     ev = [evidence(analysis, int(r), "a collective of the worst step") for r in top.tolist()]
     severity = "critical" if mean_share >= th.critical_share else RULE.severity
-    # On a GPU, perfect overlap would save the exposed time; on a CPU (gloo) the wait is
-    # mostly the other ranks', which overlap cannot remove: no honest estimate there.
-    savings = None if analysis.cpu_only else mean_exposed
+    # Overlap moves collectives against compute, and when the other ranks arrive decides
+    # how long they take: not a change the replay of one rank can make.
+    message += (" No saving is given: how much overlap would hide depends on the other ranks "
+                "and on where the collectives move, which a replay of one rank cannot know.")
     return [Finding(
         rule=RULE.id, severity=severity, title=RULE.title, message=message, steps=steps,
-        evidence=ev, savings_us=savings,
+        evidence=ev, savings_us=None,
         confirm=("compare comm_us and exposed_comm_us in the step table after the change; "
                  "the overlap ratio should rise and the step shorten"))]
 

@@ -39,10 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.replay.changes import device_removed_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, launching_op
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
+    change_saving,
     fmt_bytes,
     fmt_count,
     fmt_us,
@@ -145,7 +147,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                      f"{fmt_us(dev / steps_n)} of device time per step), launched by "
                      "cudaMemcpyAsync inside it."),
             steps=steps or [w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE],
-            savings_us=dev / steps_n,
+            # Replayed without these copies (their device time gone, the rest as it was).
+            savings_us=change_saving(analysis, device_removed_change(analysis, rows), steps),
             confirm=("select the copy in the trace and follow its launch flow to the op; the "
                      "copy disappears when that op is replaced (e.g. aten::mm + an in-place "
                      "add)")))

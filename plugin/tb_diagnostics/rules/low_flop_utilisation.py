@@ -32,11 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.replay.changes import tuned_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.op_costs import op_costs
 from tb_diagnostics.analysis.views.roofline import roofline, step_groups, step_utilisation
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
+    change_saving,
     fmt_pct,
     fmt_us,
     op_label,
@@ -88,8 +90,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         named.append(f"{op_label(f.group.name, f.group.input_dims)} loses "
                      f"{fmt_us(loss[g])} at {fmt_pct(pct)} of its roofline "
                      f"({f.bound}-bound, {f.precision or '?'})")
-    attainable = np.where(priced, np.maximum(per_group_dev - per_group_ideal
-                                             / th.attainable_fraction, 0.0), 0.0)
     utils = [step_utilisation(rf, k, windows[k].wall_us)[1] for k in chosen]
     utils = [u for u in utils if u is not None]
     util_text = (f"; FLOP utilisation {fmt_pct(float(np.median(utils)))} of the "
@@ -110,7 +110,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"({fmt_pct(ideal / device)} of roofline){util_text}. Most time lost: "
                  + "; ".join(named) + "."),
         steps=steps, evidence=ev[:MAX_EVIDENCE],
-        savings_us=float(attainable.sum()),
+        # Replayed with every priced op at the attainable share of its roofline.
+        savings_us=change_saving(analysis, tuned_change(analysis, th.attainable_fraction),
+                                 steps),
         confirm=("after the change the same ops' achieved TFLOP/s (or GB/s) in the "
                  "roofline chart move up towards their ceiling and the step's busy time "
                  "drops"))]

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.replay.changes import host_removed_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.compiled import FX_GRAPH, REGION, compiled_view
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
+    change_saving,
     evidence_rows,
     fmt_us,
     step_numbers,
@@ -67,8 +69,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         steps.update(cw.tolist())
         ev_rows += [(int(r), "compile work inside a step") for r in inside[:4]]
         if np.unique(cw).size >= 2:
-            # Recurring compiles are paid again and again: their mean is a per-step cost.
-            savings = total / max(len(windows), 1)
+            # Recurring compiles are paid again and again: replayed without them.
+            savings = change_saving(analysis, host_removed_change(analysis, inside))
 
     regions = cv.regions
     if regions.size:

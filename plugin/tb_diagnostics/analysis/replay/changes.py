@@ -195,3 +195,36 @@ def _per_lane_intervals(analysis: SpanAnalysis, rows: np.ndarray, start: np.ndar
         order = np.argsort(start[on], kind="stable")
         out[int(lane)] = union_sorted(start[on][order], end[on][order])
     return out
+
+
+def host_removed_change(analysis: SpanAnalysis, rows: np.ndarray) -> Change | None:
+    """These host calls' time is gone (compile work that stops recurring, a copy removed)."""
+    if not rows.size:
+        return None
+    return Change(removed_host=_per_lane(analysis, np.sort(rows)))
+
+
+def device_removed_change(analysis: SpanAnalysis, rows: np.ndarray) -> Change | None:
+    """These device activities take no time (a copy that is no longer made)."""
+    acts = analysis.model.device_activity_rows
+    pos = np.searchsorted(acts, rows)
+    pos = pos[(pos < acts.shape[0]) & (acts[np.minimum(pos, acts.shape[0] - 1)] == rows)]
+    if not pos.size:
+        return None
+    scale = np.ones(acts.shape[0])
+    scale[pos] = 0.0
+    return Change(device_scale=scale)
+
+
+def tuned_change(analysis: SpanAnalysis, attainable: float) -> Change | None:
+    """Every priced op's kernels reach ``attainable`` of their roofline (no faster than
+    they already are)."""
+    rf = roofline(analysis)
+    factor = np.ones(max(len(rf.figures), 1))
+    for g, f in enumerate(rf.figures):
+        if f.ideal_us is not None and f.device_us > 0:
+            factor[g] = min(f.ideal_us / attainable / f.device_us, 1.0)
+    if np.all(factor == 1.0):
+        return None
+    group = rf.activity_group
+    return Change(device_scale=np.where(group >= 0, factor[np.maximum(group, 0)], 1.0))

@@ -17,6 +17,8 @@ const COLOR = {
   profiler: "var(--c-profiler)",
   fusion: "var(--k-kernel)",
   amp: "var(--rf-bf16)",
+  launch: "var(--c-launch)",
+  graphs: "var(--k-runtime)",
 };
 const ALL_NOTE = "Savings do not add up: the changes overlap, and the device work they leave still takes its time.";
 const SEVERITIES = ["critical", "warning", "info"];
@@ -92,7 +94,7 @@ export class WhatIfView {
         ? "This tb-diagnostics build does not replay changes."
         : `Nothing in this span has a change the replay can model${cpu ? " (a CPU-only trace with no DataLoader wait)" : ""}.`,
       h("div", { class: "muted", style: { marginTop: "4px" } },
-        "It models: no DataLoader wait, no blocking syncs, no profiler overhead, fused memory-bound chains, fp32 GEMMs in bf16."));
+        "It replays: no DataLoader wait, no blocking syncs, no profiler overhead, cheaper launches or CUDA graphs, fused memory-bound chains, fp32 GEMMs in bf16."));
   }
 
   row(p, scale) {
