@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tb_diagnostics.rules.hidden_memcpy import RULE
 
 

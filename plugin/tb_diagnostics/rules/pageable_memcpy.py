@@ -30,11 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.replay.changes import pinned_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
 from tb_diagnostics.analysis.views.pystack import user_frame
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
+    change_saving,
     fmt_bytes,
     fmt_count,
     fmt_us,
@@ -99,7 +101,10 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"pageable memory ({fmt_bytes(nbytes)}, {fmt_us(dev)} on the device) in "
                  f"{steps_text(steps)}; their cudaMemcpyAsync blocks the host {fmt_us(host)} "
                  f"per step{' (' + ', '.join(who) + ')' if who else ''}{where}."),
-        steps=steps, evidence=ev[:MAX_EVIDENCE], savings_us=None,
+        # Replayed with pinned memory: the copies' calls return at once.
+        steps=steps, evidence=ev[:MAX_EVIDENCE],
+        savings_us=change_saving(analysis, pinned_change(analysis, launcher[launcher >= 0]),
+                                 steps),
         confirm=("after pin_memory=True the copies are named 'Memcpy HtoD (Pinned -> Device)' "
                  "and their cudaMemcpyAsync returns in a few µs"))]
 

@@ -228,3 +228,19 @@ def tuned_change(analysis: SpanAnalysis, attainable: float) -> Change | None:
         return None
     group = rf.activity_group
     return Change(device_scale=np.where(group >= 0, factor[np.maximum(group, 0)], 1.0))
+
+
+def pinned_change(analysis: SpanAnalysis, calls: np.ndarray,
+                  cost_us: float = LAUNCH_COST_US) -> Change | None:
+    """Copies from pinned memory: these copy calls (``cudaMemcpyAsync`` from pageable
+    memory, which blocks while the driver stages the data) return after ``cost_us``."""
+    if not calls.size:
+        return None
+    m = analysis.model
+    calls = np.unique(calls)
+    keep = m.start[calls] + cost_us
+    cut = keep < m.end[calls]
+    if not cut.any():
+        return None
+    return Change(removed_host=_per_lane_intervals(analysis, calls[cut], keep[cut],
+                                                   m.end[calls[cut]]))
