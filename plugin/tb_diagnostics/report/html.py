@@ -90,7 +90,8 @@ def _step_table(span: dict[str, Any]) -> str:
 
 def _finding(f: dict[str, Any]) -> str:
     save = f.get("savings_us")
-    tail = f" — saves ~{save / 1000:.2f} ms/step" if save else ""
+    per = " per span" if f.get("steps") in ([], [None]) else "/step"
+    tail = f" — saves ~{save / 1000:.2f} ms{per}" if save else ""
     ev = f.get("evidence") or []
     rows = "".join(
         f'<tr><td class="l"><code>{_e(x["name"])}</code></td><td class="l">{_e(x["category"])}'
