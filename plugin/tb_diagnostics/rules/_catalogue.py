@@ -46,6 +46,8 @@ def render_markdown() -> str:
         th = _thresholds(r)
         if th:
             out.append("Thresholds: " + ", ".join(f"`{k}` = {v!r}" for k, v in th) + "\n")
+        if getattr(r, "no_saving", ""):
+            out.append(f"Savings: none ({r.no_saving}).\n")
     return "\n".join(out).rstrip() + "\n"
 
 

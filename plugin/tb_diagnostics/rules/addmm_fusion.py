@@ -122,4 +122,5 @@ def _is_copy_kernel(analysis: SpanAnalysis, acts: np.ndarray) -> np.ndarray:
 
 
 RULE = Rule(id="addmm-fusion", title="addmm: dispatcher-level fusion", severity="info",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it explains how the op runs, and there is nothing to remove")

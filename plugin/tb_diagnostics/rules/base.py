@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tb_diagnostics.analysis.dispatch import KIND_LABEL
@@ -109,6 +109,9 @@ class Rule:
     thresholds: Any = None  # a frozen dataclass of named thresholds, or None
     doc: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: Why its findings carry no saving when they carry none (the replay cannot model the
+    #: change, or there is nothing to remove): said at the end of their message.
+    no_saving: str = ""
 
     def __post_init__(self) -> None:
         if not RULE_ID.match(self.id):
@@ -117,7 +120,13 @@ class Rule:
             raise ValueError(f"rule {self.id}: unknown severity {self.severity!r}")
 
     def run(self, analysis: SpanAnalysis) -> list[Finding]:
-        return self.check(analysis, self.thresholds)
+        findings = self.check(analysis, self.thresholds)
+        if not self.no_saving:
+            return findings
+        tail = f" No saving is given: {self.no_saving}."
+        return [replace(f, message=f.message + tail)
+                if f.savings_us is None and "No saving is given" not in f.message else f
+                for f in findings]
 
     def doc_sections(self) -> dict[str, str]:
         """The docstring split into its three parts (and any preamble)."""

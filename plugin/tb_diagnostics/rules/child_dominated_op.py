@@ -158,4 +158,6 @@ def _mostly_inside(analysis: SpanAnalysis, rows: np.ndarray, inner: np.ndarray,
 
 
 RULE = Rule(id="child-dominated-op", title="Op whose cost is in its children", severity="info",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving=("the time is in its children, and the findings on them say what removing it"
+                       " saves"))

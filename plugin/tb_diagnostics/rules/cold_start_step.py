@@ -115,4 +115,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="cold-start-step", title="Cold first step", severity="warning", check=check,
-            thresholds=Thresholds(), doc=__doc__)
+            thresholds=Thresholds(), doc=__doc__,
+            no_saving=("a cold step is paid once per run, and every projection leaves cold steps "
+                       "out"))

@@ -143,4 +143,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="compile-overhead", title="Compiled region too small to pay off",
-            severity="warning", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="warning", check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving=("compile work is paid once per new shape, and the projections leave cold "
+                       "steps out"))

@@ -90,4 +90,5 @@ def _first_per_window(rows: np.ndarray, win: np.ndarray) -> list[int]:
 
 
 RULE = Rule(id="compiled-region", title="Compiled regions (torch.compile)", severity="info",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it describes where compiled code runs")

@@ -98,4 +98,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="dispatch-chain", title="Dispatch chain", severity="info", check=check,
-            thresholds=Thresholds(), doc=__doc__)
+            thresholds=Thresholds(), doc=__doc__,
+            no_saving="it explains how the step's time is dispatched")

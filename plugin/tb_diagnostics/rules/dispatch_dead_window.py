@@ -84,4 +84,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="dispatch-dead-window", title="Dead window before the first op",
-            severity="warning", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="warning", check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving=("which part of the host's time before the first op can go, the trace does "
+                       "not say"))

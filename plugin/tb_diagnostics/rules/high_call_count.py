@@ -108,4 +108,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="high-call-count", title="Op called very often", severity="warning",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving=("the launch and graphs projections (What if) replay cheaper launches for "
+                       "every op"))

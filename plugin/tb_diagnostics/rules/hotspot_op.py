@@ -120,4 +120,6 @@ def _device_time_of(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
 
 
 RULE = Rule(id="hotspot-op", title="Hotspot op", severity="info", check=check,
-            thresholds=Thresholds(), doc=__doc__)
+            thresholds=Thresholds(), doc=__doc__,
+            no_saving=("an op's own time is its work; the roofline says how far it is from the "
+                       "device's limit"))

@@ -147,4 +147,5 @@ def _stable_counts(ki, ok: np.ndarray) -> np.ndarray:
 
 
 RULE = Rule(id="kernel-duration-variance", title="Kernel duration varies across steps",
-            severity="info", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="info", check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="which of the runs is the normal one, the trace cannot say")

@@ -133,4 +133,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="launch-delay", title="Launch delay", severity="info", check=check,
-            thresholds=Thresholds(), doc=__doc__)
+            thresholds=Thresholds(), doc=__doc__,
+            no_saving=("launch latency is the driver's; the launch and graphs projections replay "
+                       "cheaper host launches"))

@@ -79,4 +79,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="matmul-to-bmm", title="matmul resolving to bmm or mm", severity="info",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it explains which product the op runs")

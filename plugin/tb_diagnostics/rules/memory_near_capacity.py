@@ -71,4 +71,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="memory-near-capacity", title="Device memory near capacity", severity="warning",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it is about memory, not time")

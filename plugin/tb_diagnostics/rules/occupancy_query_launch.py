@@ -98,4 +98,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="occupancy-query-launch", title="Occupancy query before launch (heavy kernel)",
-            severity="info", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="info", check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving=("the query's cost is the driver's, and the replay keeps host time outside "
+                       "its changes"))

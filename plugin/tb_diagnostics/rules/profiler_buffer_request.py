@@ -69,4 +69,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="profiler-buffer-request", title="Profiler buffer request (profiler artefact)",
-            severity="info", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="info", check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it is the profiler's time, not your program's (see the profiler projection)")

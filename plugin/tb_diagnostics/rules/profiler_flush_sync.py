@@ -81,4 +81,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="profiler-flush-sync", title="Profiler flush sync (profiler artefact)",
-            severity="info", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="info", check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it is the profiler's time, not your program's (see the profiler projection)")

@@ -54,4 +54,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="record-shapes-off", title="Shapes not recorded", severity="info",
-            check=check, thresholds=Thresholds(), doc=__doc__, tags=("roofline",))
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving='it is a recording setting, not a cost', tags=("roofline",))

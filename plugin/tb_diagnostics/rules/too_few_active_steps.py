@@ -66,4 +66,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="too-few-active-steps", title="Too few active steps", severity="warning",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            no_saving="it is a recording setting, not a cost")
