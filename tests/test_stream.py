@@ -79,11 +79,20 @@ def test_bare_array_streams():
 @pytest.mark.parametrize("data", [
     b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ph": "X", "na',
     b'{"schemaVersion": 1}',
-    b'{"traceEvents": [{"ph": "X", "ts": "late"}, {"ph": "X", "ts": 3}]}',
 ])
 def test_what_cannot_stream_says_so(data):
     with pytest.raises(NotStreamable):
         streamed(data, 16)
+
+
+def test_an_event_of_the_wrong_shape_is_normalised_while_streaming():
+    """One bad event does not send the file to the whole-file decoder, nor reject it."""
+    data = (b'{"traceEvents": [{"ph": "X", "ts": "late"}, {"ph": "X", "name": "a", "ts": 3,'
+            b' "dur": 1, "args": "oops"}, {"ph": "X", "name": "b", "ts": 5, "dur": 1}]}')
+    model = streamed(data, 16)
+    assert_same(model, load_trace_bytes(data, "x"))
+    assert "1 event(s) normalised: ts not a number" in model.warnings
+    assert "1 event(s) normalised: args not an object" in model.warnings
 
 
 def test_load_trace_falls_back_for_files_that_do_not_stream(tmp_path):

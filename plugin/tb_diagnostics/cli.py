@@ -12,6 +12,7 @@ usage error or an unreadable LOGDIR.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Explain PyTorch profiler traces step by step: what bounds each step, "
                     "with the evidence and the fix.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="print the tracebacks behind files that could not be analysed and "
+                        "rules that were not evaluated (to stderr)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in all_commands():
         cmd.add_arguments(sub.add_parser(cmd.name, help=cmd.help, description=cmd.help))
@@ -34,12 +38,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    log = logging.getLogger("tb_diagnostics")
+    handler, level = None, log.level
+    if args.debug:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
     cmd = next(c for c in all_commands() if c.name == args.command)
     try:
         return cmd.run(args)
     except CommandError as exc:
         print(f"tb-diagnostics: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
+            log.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ figure is computed the same way (and cached the same way) everywhere.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
@@ -20,6 +21,8 @@ from tb_diagnostics.trace import TraceModel, load_trace
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
+
+_log = logging.getLogger(__name__)
 
 #: Upper bound of worker processes, whatever the core count: each holds a model in memory.
 MAX_WORKERS = 8
@@ -98,6 +101,12 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
         doc = span_document(f, analysis or open_analysis(f, thresholds, cache))
     except TraceLoadError as exc:
         return span_document(f, None, str(exc))  # not cached: the file may be mid-write
+    except (MemoryError, RecursionError, ValueError, TypeError, KeyError, IndexError,
+            ArithmeticError, AttributeError) as exc:
+        # A bug or a trace this engine cannot take: that file's error, never the report's.
+        _log.debug("analysing %s failed", f.relpath, exc_info=True)
+        return span_document(f, None, f"{f.relpath}: could not be analysed "
+                                      f"({type(exc).__name__}: {exc})")
     if cache is not None:
         with contextlib.suppress(OSError):
             cache.put_results(f, variant, doc)

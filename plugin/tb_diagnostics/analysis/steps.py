@@ -101,7 +101,9 @@ def per_window_sum(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, rows: np.n
 
 def find_host_steps(model: TraceModel) -> HostSteps:
     """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins)."""
-    ids = [i for i, s in enumerate(model.strings) if STEP_NAME.match(s)]
+    # Step numbers past what a float64 holds exactly are no step counter's: not steps.
+    ids = [i for i, s in enumerate(model.strings) if (g := STEP_NAME.match(s))
+           and len(g.group(1)) <= 15]
     rows = row_indices(np.isin(model.name, np.asarray(ids, dtype=np.int32)) & model.is_host)
     rows = rows[model.kind[rows] != Kind.PYTHON]
     numbers = np.asarray([int(STEP_NAME.match(model.name_of(r)).group(1)) for r in rows],

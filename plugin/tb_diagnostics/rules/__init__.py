@@ -36,7 +36,7 @@ def run_rules(analysis: SpanAnalysis, rules: tuple[Rule, ...] | None = None) -> 
         try:
             out.extend(rule.run(analysis))
         except Exception as exc:  # isolate one rule's bug from the rest of the report
-            _log.exception("rule %s failed on %s", rule.id, analysis.model.path)
+            _log.debug("rule %s failed on %s", rule.id, analysis.model.path, exc_info=True)
             out.append(Finding(
                 rule=rule.id, severity="info", title=f"{rule.title}: not evaluated",
                 message=f"the rule failed on this trace ({type(exc).__name__}: {exc})",

@@ -27,7 +27,7 @@ def run_run_rules(table: RunTable) -> list[Finding]:
         try:
             out.extend(rule.run(table))
         except Exception as exc:  # isolate one rule's bug from the rest of the report
-            _log.exception("run rule %s failed on %s", rule.id, table.run)
+            _log.debug("run rule %s failed on %s", rule.id, table.run, exc_info=True)
             out.append(Finding(
                 rule=rule.id, severity="info", title=f"{rule.title}: not evaluated",
                 message=f"the rule failed on this run ({type(exc).__name__}: {exc})",

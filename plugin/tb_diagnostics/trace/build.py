@@ -9,6 +9,8 @@ and the launch join.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,9 @@ _IS_DEVICE_KIND[_DEVICE_KIND_VALUES] = True
 _PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "cuda_runtime_version",
                    "cuda_driver_version", "trace_name", "display_time_unit")
 _MAX_TS_US = 1e17
+#: The Chrome trace format's phases; others are counted in the notes and ignored.
+_KNOWN_PHASES = frozenset("XBEiIMsftCbenRPONDcSTpF")
+_PHASE = attrgetter("ph")
 
 
 class _Interner:
@@ -123,6 +128,7 @@ class ModelBuilder:
         self.lane_ids: dict[tuple[bool, Any, Any], int] = {}
         self.columns: dict[str, GrowingColumn] = {}
         self.skipped = 0
+        self.odd: dict[str, int] = {}  # values made usable: "negative dur" → count
         self.side = SideEvents()
         # By string id: whether an op of that name keeps its Concrete Inputs.
         self._keeps_concrete = np.zeros(1024, dtype=bool)
@@ -136,6 +142,11 @@ class ModelBuilder:
             column.extend(v)
 
     def add(self, events: list) -> None:
+        phases = Counter(map(_PHASE, events))
+        unknown = sum(n for ph, n in phases.items() if ph not in _KNOWN_PHASES)
+        if unknown:
+            key = "unknown phase (ignored)"
+            self.odd[key] = self.odd.get(key, 0) + unknown
         xs = [e for e in events if e.ph == "X"]
         ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
         # µs since 1970 stay below 1e17 for another thousand years: beyond is garbage,
@@ -146,7 +157,13 @@ class ModelBuilder:
             xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
             ts_abs = ts_abs[usable]
         dur = np.asarray([e.dur for e in xs], dtype=np.float64)
-        dur[~((dur >= 0) & (dur < _MAX_TS_US))] = 0.0  # missing, NaN, negative, absurd: instant
+        bad = ~((dur >= 0) & (dur < _MAX_TS_US))
+        if bad.any():
+            given = bad & ~np.isnan(dur)  # NaN: no dur in the event (an instant)
+            if given.any():
+                self.odd["negative or absurd dur (taken as 0)"] = (
+                    self.odd.get("negative or absurd dur (taken as 0)", 0) + int(given.sum()))
+            dur[bad] = 0.0  # missing, NaN, negative, absurd: instant
         cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
         kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
         is_dev = _IS_DEVICE_KIND[kind]
@@ -262,6 +279,10 @@ class ModelBuilder:
         warnings = []
         if self.skipped:
             warnings.append(f"{self.skipped} complete event(s) without a usable ts were skipped")
+        problems = dict(getattr(doc, "problems", None) or {})
+        for what, count in {**problems, **self.odd}.items():
+            if count:
+                warnings.append(f"{count} event(s) normalised: {what}")
         model = TraceModel(
             path=self.path,
             strings=self.intern.strings,

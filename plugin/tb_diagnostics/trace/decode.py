@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import math
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -153,16 +154,21 @@ _ArgsLenient = _struct("ArgsLenient", _ARG_FIELDS, lenient=True)
 _EventLenient = msgspec.defstruct(
     "EventLenient",
     [(py, Any, msgspec.field(default=d, name=key)) for py, key, _, d, _ in _EVENT_FIELDS]
-    + [("args", _ArgsLenient | None, None)],
+    + [("args", Any, None)],
     gc=False,
 )
+
+
+#: Not a key of any trace: where the decoder leaves its counts of normalised events.
+_PROBLEMS_KEY = "__tb_diagnostics_problems__"
 
 
 def _top(name: str, event_t: type) -> type:
     return msgspec.defstruct(
         name,
         [("events", list[event_t], msgspec.field(default_factory=list, name="traceEvents"))]
-        + [(py, Any, msgspec.field(default=None, name=key)) for py, key in _TOP_FIELDS],
+        + [(py, Any, msgspec.field(default=None, name=key)) for py, key in _TOP_FIELDS]
+        + [("problems", Any, msgspec.field(default=None, name=_PROBLEMS_KEY))],
     )
 
 
@@ -171,6 +177,7 @@ _TraceFileLenient = _top("TraceFileLenient", _EventLenient)
 
 _STRICT = msgspec.json.Decoder(TraceFile | list[Event])
 _LENIENT = msgspec.json.Decoder(_TraceFileLenient | list[_EventLenient])
+_LENIENT_EVENTS = msgspec.json.Decoder(list[_EventLenient])
 _ANY = msgspec.json.Decoder()
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -229,20 +236,51 @@ def _decode_lenient(data: bytes, path: str) -> Any:
         raise TraceLoadError(path, _describe_decode_error(exc)) from None
 
 
-def _normalise(doc: Any) -> Any:
-    """Lenient structs → strict ones, each field through its sanitizer."""
-    events = doc if isinstance(doc, list) else doc.events
+#: The strict type of each event field, and how a wrong one is counted in the notes.
+_EVENT_TYPES = {"ph": (str,), "cat": (str,), "name": (str,), "pid": (int, str),
+                "tid": (int, str), "ts": (int, float), "dur": (int, float)}
+
+
+def normalise_events(events: list[Any]) -> tuple[list[Any], Counter[str]]:
+    """Lenient events → strict ones, each field through its sanitizer; with a count of
+    what had to be normalised (``"args not an object"``, ``"name not a string"``…)."""
     ev_fields = [(py, fix) for py, _, _, _, fix in _EVENT_FIELDS]
     arg_fields = [(py, fix) for py, _, _, _, fix in _ARG_FIELDS]
+    problems: Counter[str] = Counter()
     out = []
     for e in events:
         a = e.args
+        if isinstance(a, dict):
+            try:
+                a = msgspec.convert(a, _ArgsLenient)
+            except msgspec.ValidationError:  # pragma: no cover - every field is Any
+                a = None
+        elif a is not None:
+            problems["args not an object"] += 1
+            a = None
+        for key, types in _EVENT_TYPES.items():
+            v = getattr(e, key)
+            if (v is not None and not isinstance(v, types)) or isinstance(v, bool):
+                problems[f"{key} not a {'string' if types == (str,) else 'number'}"
+                         if key not in ("pid", "tid") else f"{key} neither a number nor a "
+                         "string"] += 1
         args = Args(**{py: fix(getattr(a, py)) for py, fix in arg_fields}) if a else Args()
         out.append(Event(**{py: fix(getattr(e, py)) for py, fix in ev_fields}, args=args))
+    return out, problems
+
+
+def decode_events_lenient(data: bytes) -> tuple[list[Any], Counter[str]]:
+    """A JSON array of events, whatever their fields hold (raises on invalid JSON)."""
+    return normalise_events(_LENIENT_EVENTS.decode(data))
+
+
+def _normalise(doc: Any) -> Any:
+    events = doc if isinstance(doc, list) else doc.events
+    out, problems = normalise_events(events)
     if isinstance(doc, list):
-        return out
+        return TraceFile(events=out, problems=problems)
     top = {py: getattr(doc, py) for py, _ in _TOP_FIELDS}
-    return TraceFile(events=out, **top)
+    return TraceFile(events=out, problems=problems, **top)
 
 
 def _describe_decode_error(exc: msgspec.DecodeError) -> str:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import msgspec
 
-from tb_diagnostics.trace.decode import GZIP_MAGIC, Event, TraceFile
+from tb_diagnostics.trace.decode import GZIP_MAGIC, Event, TraceFile, decode_events_lenient
 
 #: 256 KiB: the decoded structs of one block are the parse's only per-event objects.
 #: On the 50 MB benchmark trace: 2 MB lower peak than 1 MiB blocks for ~5 % more time;
@@ -133,6 +134,7 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     # follow it), the rest is kept whole and split once, from the right, at the end.
     cutting = True
     rest: list[bytes] = []  # once not cutting: blocks kept for one join at the end
+    problems: Counter[str] = Counter()  # events normalised on the way (notes)
     for block in blocks:
         if not cutting:
             rest.append(block)
@@ -149,7 +151,7 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
                         raise NotStreamable("no traceEvents key near the start")
                     continue
                 prefix, buf = buf[: m.start()] + b'"traceEvents":', buf[m.end():]
-        events, end = _decode_before_last_cut(buf)
+        events, end = _decode_before_last_cut(buf, problems)
         if end == 0 and len(buf) > MAX_PREFIX_BYTES:
             end = -1  # one enormous event: stop rescanning it on every block
         if end < 0:
@@ -167,13 +169,26 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     if rest:
         buf = b"".join([buf, *rest])
         rest.clear()
-    events, top = _finish(prefix, buf)
+    events, top = _finish(prefix, buf, problems)
     if events:
         yield events
+    top.problems = problems
     yield top
 
 
-def _decode_before_last_cut(buf: bytes, tries: int = 4) -> tuple[list[Any], int]:
+def _decode_events(data: bytes, problems: Counter[str]) -> list[Any]:
+    """A piece's events; valid JSON with an event of the wrong shape (``"args": "oops"``)
+    is decoded leniently, that event normalised and counted, not the file rejected."""
+    try:
+        return _EVENTS.decode(data)
+    except msgspec.ValidationError:
+        events, found = decode_events_lenient(data)
+        problems.update(found)
+        return events
+
+
+def _decode_before_last_cut(buf: bytes, problems: Counter[str],
+                            tries: int = 4) -> tuple[list[Any], int]:
     """Decode the events before the last clean cut: (events, cut), (_, 0) when there is no
     cut yet, (_, -1) when none of the last ``tries`` candidate cuts decodes."""
     limit = len(buf)
@@ -182,7 +197,7 @@ def _decode_before_last_cut(buf: bytes, tries: int = 4) -> tuple[list[Any], int]
         if end <= 0:
             return [], 0
         try:
-            return _EVENTS.decode(_as_array(buf, end)), end
+            return _decode_events(_as_array(buf, end), problems), end
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             limit = end - 1
     return [], -1
@@ -193,7 +208,7 @@ def _as_array(buf: bytes, end: int) -> bytes:
     return b"".join((b"[", memoryview(buf)[:end], b"]"))
 
 
-def _finish(prefix: bytes, tail: bytes) -> tuple[list[Any], Any]:
+def _finish(prefix: bytes, tail: bytes, problems: Counter[str]) -> tuple[list[Any], Any]:
     """Split the tail into its last events and the keys after the array (``]`` from the right)."""
     pos = len(tail)
     for _ in range(64):
@@ -209,7 +224,7 @@ def _finish(prefix: bytes, tail: bytes) -> tuple[list[Any], Any]:
                     continue
                 top = TraceFile()
             body = tail[:close].strip(_WS)
-            events = _EVENTS.decode(b"[" + body + b"]") if body else []
+            events = _decode_events(b"[" + body + b"]", problems) if body else []
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
         return events, top
