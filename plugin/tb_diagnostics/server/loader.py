@@ -170,7 +170,10 @@ class SpanLoader:
             entry = Loaded(file=f, summary=None, error=str(exc))
             progress.set("error", 1.0)
         except Exception as exc:  # a bug must not leave the tab spinning forever
-            _log.exception("tb-diagnostics: loading %s failed", f.relpath)
+            # One line in TensorBoard's log; the traceback only at DEBUG.
+            _log.warning("tb-diagnostics: loading %s failed: %s: %s", f.relpath,
+                         type(exc).__name__, exc)
+            _log.debug("tb-diagnostics: loading %s failed", f.relpath, exc_info=True)
             entry = Loaded(file=f, summary=None,
                            error=f"{f.relpath}: internal error ({type(exc).__name__}: {exc})")
             progress.set("error", 1.0)
