@@ -81,3 +81,43 @@ def test_analysis_failures_are_one_line_and_tracebacks_only_with_debug(tmp_path,
     assert main(["--debug", "report", str(tmp_path / "log"), "--format", "json", "--no-cache",
                  "--workers", "1"]) == 0
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_output_paths_that_cannot_be_written_are_refused_first(tmp_path, capsys):
+    _write(tmp_path / "log" / "run" / "w.1.pt.trace.json", _ops())
+    log = str(tmp_path / "log")
+    for out, why in [(str(tmp_path / "missing" / "r.json"), "no directory"),
+                     (str(tmp_path), "it is a directory")]:
+        assert main(["report", log, "--no-cache", "-o", out]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err and out in err
+    assert main(["report", log, "--no-cache", "-o", "/dev/full"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+
+
+def test_cli_arguments_that_make_no_sense_are_refused(tmp_path, capsys):
+    import pytest
+
+    assert main(["report", ""]) == 2
+    assert "LOGDIR is empty" in capsys.readouterr().err
+    for flag in (["--cpu-heavy-self-us", "nan"], ["--compute-bound", "nan"]):
+        with pytest.raises(SystemExit):
+            main(["report", str(tmp_path), *flag])
+        assert "must be" in capsys.readouterr().err
+    _write(tmp_path / "log" / "run" / "w.1.pt.trace.json", _ops())
+    assert main(["report", str(tmp_path / "log"), "--no-cache", "--workers", "10000",
+                 "--format", "json"]) == 0
+    assert "--workers 10000 capped at 8" in capsys.readouterr().err
+
+
+def test_a_gzip_file_of_two_members_loads(tmp_path):
+    import gzip
+
+    from tb_diagnostics.trace import load_trace
+
+    text = json.dumps({"traceEvents": _ops()}).encode()
+    half = len(text) // 2
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
+    model = load_trace(str(path))
+    assert len(model) == len(_ops())

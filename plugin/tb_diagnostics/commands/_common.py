@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from tb_diagnostics.analysis.cost.peaks import PEAKS_ENV, PeaksFileError, load_overrides
 from tb_diagnostics.analysis.verdict import COMPUTE_BOUND, CPU_HEAVY_SELF_US, LOW_BUSY, Thresholds
 from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.engine import MAX_WORKERS
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.executors import ExecutorError, open_executor
 from tb_diagnostics.logdir import LogDir, scan_logdir
@@ -26,8 +28,19 @@ def fraction(text: str) -> float:
         v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= v <= 1:
+    if not math.isfinite(v) or not 0 <= v <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1 (or 0% and 100%): {text!r}")
+    return v
+
+
+def finite_us(text: str) -> float:
+    """A duration in µs: a finite number, at least 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of µs, at least 0: {text!r}")
     return v
 
 
@@ -55,7 +68,8 @@ def add_logdir_arguments(p: argparse.ArgumentParser, *, run: bool = True) -> Non
                          f"{COMPUTE_BOUND})")
     th.add_argument("--low-busy", type=fraction, default=LOW_BUSY, metavar="FRACTION",
                     help=f"below this the main idle cause names the verdict (default {LOW_BUSY})")
-    th.add_argument("--cpu-heavy-self-us", type=float, default=CPU_HEAVY_SELF_US, metavar="US",
+    th.add_argument("--cpu-heavy-self-us", type=finite_us, default=CPU_HEAVY_SELF_US,
+                    metavar="US",
                     help="CPU-only traces: op calls with at least this self time count as "
                          f"device work (default {CPU_HEAVY_SELF_US:g})")
 
@@ -105,11 +119,31 @@ def use_peaks_file(path: str | None) -> None:
     os.environ[PEAKS_ENV] = os.path.abspath(path)
 
 
+def check_output_path(path: str | None) -> None:
+    """Refuse an output path that cannot be written before the analysis starts, not after."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise CommandError(f"cannot write the output to {path}: it is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CommandError(f"cannot write the output to {path}: no directory {parent}")
+    if not os.access(parent if not os.path.exists(path) else path, os.W_OK):
+        raise CommandError(f"cannot write the output to {path}: permission denied")
+
+
 def analyse(args: argparse.Namespace, logdir: str | None = None,
             run: str | None = None) -> dict[str, Any]:
     """The report document of ``logdir`` (default ``args.logdir``), honouring the flags."""
     if args.workers is not None and args.workers < 1:
         raise CommandError("--workers must be at least 1")
+    if args.workers is not None and args.workers > MAX_WORKERS:
+        print(f"tb-diagnostics: note: --workers {args.workers} capped at {MAX_WORKERS} "
+              "(each worker holds a model in memory)", file=sys.stderr)
+        args.workers = MAX_WORKERS
+    if not (logdir or args.logdir):
+        raise CommandError("LOGDIR is empty: give the log dir to analyse")
+    check_output_path(getattr(args, "output", None))
     use_peaks_file(getattr(args, "peaks", None))
     thresholds = thresholds_from(args)
     ld = open_logdir(logdir or args.logdir, run)
@@ -125,7 +159,11 @@ def analyse(args: argparse.Namespace, logdir: str | None = None,
 
 def write_output(text: str, path: str | None) -> None:
     if path:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise CommandError(f"cannot write the output to {path}: "
+                               f"{exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)

@@ -94,7 +94,18 @@ def _raw_blocks(fh: IO[bytes], block: int) -> Iterator[bytes]:
             except zlib.error as exc:
                 raise NotStreamable(f"gzip: {exc}") from None
             if inflater.eof:
-                return
+                # A gzip file may hold several members one after another (``cat a.gz b.gz``):
+                # each is inflated in turn, as gzip itself does.
+                data = inflater.unused_data
+                while len(data) < len(GZIP_MAGIC):
+                    more = fh.read(block)
+                    if not more:
+                        break
+                    data += more
+                if not data.startswith(GZIP_MAGIC):
+                    return  # the end (or padding after it)
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                continue
             data = fh.read(block)
         raise NotStreamable("truncated gzip stream")
     while first:
