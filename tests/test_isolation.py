@@ -121,3 +121,17 @@ def test_a_gzip_file_of_two_members_loads(tmp_path):
     path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
     model = load_trace(str(path))
     assert len(model) == len(_ops())
+
+
+def test_two_files_of_one_worker_and_timestamp_are_two_spans(tmp_path):
+    import gzip
+
+    from tb_diagnostics.logdir import scan_logdir
+
+    run = tmp_path / "log" / "run"
+    _write(run / "w.1.pt.trace.json", _ops())
+    (run / "w.1.pt.trace.json.gz").write_bytes(
+        gzip.compress(json.dumps({"traceEvents": _ops()}).encode()))
+    (worker,) = scan_logdir(str(tmp_path / "log")).runs[0].workers
+    names = [s.span for s in worker.spans]
+    assert names == ["1", "w.1.pt.trace.json.gz"]

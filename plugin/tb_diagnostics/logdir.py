@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.storage import ScanError, find_files
@@ -103,7 +103,21 @@ def scan_logdir(logdir: str) -> LogDir:
 
     out = []
     for run_name in sorted(runs):
-        workers = [Worker(name=w, spans=sorted(spans, key=lambda s: s.order_key))
+        workers = [Worker(name=w, spans=_distinct(sorted(spans, key=lambda s: s.order_key)))
                    for w, spans in sorted(runs[run_name].items())]
         out.append(Run(name=run_name, workers=workers))
     return LogDir(logdir=logdir, runs=out)
+
+
+def _distinct(spans: list[SpanFile]) -> list[SpanFile]:
+    """Spans of one worker with distinct names: a second file with the same timestamp
+    (``w.1.pt.trace.json`` beside ``w.1.pt.trace.json.gz``) is named by its file name, so
+    both can be opened."""
+    seen: set[str] = set()
+    out = []
+    for s in sorted(spans, key=lambda s: (s.order_key, s.relpath)):
+        if s.span in seen:
+            s = replace(s, span=posixpath.basename(s.relpath))
+        seen.add(s.span)
+        out.append(s)
+    return out
