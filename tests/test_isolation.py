@@ -135,3 +135,15 @@ def test_two_files_of_one_worker_and_timestamp_are_two_spans(tmp_path):
     (worker,) = scan_logdir(str(tmp_path / "log")).runs[0].workers
     names = [s.span for s in worker.spans]
     assert names == ["1", "w.1.pt.trace.json.gz"]
+
+
+def test_a_number_no_float_holds_is_named_in_the_error(tmp_path):
+    import pytest
+
+    from tb_diagnostics.errors import TraceLoadError
+    from tb_diagnostics.trace import load_trace
+
+    p = tmp_path / "w.1.pt.trace.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1e400, "dur": 1}]}')
+    with pytest.raises(TraceLoadError, match=r"Number out of range - at `\$\.traceEvents\[0\]\.ts`"):
+        load_trace(str(p))

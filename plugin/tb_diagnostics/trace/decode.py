@@ -293,6 +293,8 @@ def _describe_decode_error(exc: msgspec.DecodeError) -> str:
 def _describe_shape(data: bytes, exc: msgspec.ValidationError) -> str:
     try:
         top = _ANY.decode(data)
+    except msgspec.ValidationError as err:  # e.g. 1e400: a number no float can hold
+        return f"not a usable trace: {err}"
     except msgspec.DecodeError:  # pragma: no cover - decoded twice already
         top = None
     if not isinstance(top, dict | list):
