@@ -145,5 +145,5 @@ def test_a_number_no_float_holds_is_named_in_the_error(tmp_path):
 
     p = tmp_path / "w.1.pt.trace.json"
     p.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1e400, "dur": 1}]}')
-    with pytest.raises(TraceLoadError, match=r"Number out of range - at `\$\.traceEvents\[0\]\.ts`"):
+    with pytest.raises(TraceLoadError, match="ts is 1e400, a number no float can hold"):
         load_trace(str(p))

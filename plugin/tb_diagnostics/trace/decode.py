@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -290,10 +291,19 @@ def _describe_decode_error(exc: msgspec.DecodeError) -> str:
     return f"not valid JSON ({msg})"
 
 
+#: A JSON number with an exponent of three digits or more, and the key it belongs to.
+_HUGE_NUMBER = re.compile(rb'"([^"\\]{1,64})"\s*:\s*(-?\d+(?:\.\d+)?[eE]\+?[1-9]\d{2,})')
+
+
 def _describe_shape(data: bytes, exc: msgspec.ValidationError) -> str:
     try:
         top = _ANY.decode(data)
     except msgspec.ValidationError as err:  # e.g. 1e400: a number no float can hold
+        huge = _HUGE_NUMBER.search(data)
+        if huge:
+            return (f"not a usable trace: {huge.group(1).decode('utf-8', 'replace')} is "
+                    f"{huge.group(2).decode()}, a number no float can hold (at byte "
+                    f"{huge.start(2)})")
         return f"not a usable trace: {err}"
     except msgspec.DecodeError:  # pragma: no cover - decoded twice already
         top = None
