@@ -33,6 +33,11 @@ from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.trace.model import Lane, MemoryEvents, TraceMeta, TraceModel
 
 DEFAULT_MAX_BYTES = 4 << 30
+#: Bumped whenever an entry's layout changes (with the code fingerprint, which changes
+#: with any code, it keeps entries of another layout from ever being read).
+CACHE_FORMAT = 2
+#: Temporary files of a writer killed mid-write are swept once they are this old.
+STALE_TMP_S = 3600.0
 _ARRAY_FIELDS = [f.name for f in fields(TraceModel)
                  if f.name not in ("path", "strings", "lanes", "memory", "meta", "origin_us",
                                    "warnings")]
@@ -58,6 +63,12 @@ except ImportError:  # pragma: no cover - other Python implementations
 def digest(text: str, size: int) -> str:
     """A hex digest of ``text``, ``size`` characters long (a key, not a secret)."""
     return blake2b(text.encode(), digest_size=size // 2).hexdigest()
+
+
+def _results_head(body: bytes) -> bytes:
+    """The first line of a results file: its format and its content's checksum."""
+    checksum = blake2b(body, digest_size=16).hexdigest()
+    return f"tb-diagnostics-results {CACHE_FORMAT} {checksum}".encode()
 
 
 @cache
@@ -93,22 +104,40 @@ class TraceCache:
         if d is None or not (d / "model.json").is_file():
             return None
         try:
-            meta = msgspec.json.decode((d / "model.json").read_bytes())
-            with np.load(d / "model.npz", allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, msgspec.DecodeError, KeyError):
-            return None  # a damaged entry is a miss; it will be rewritten
+            model = self._read_model(d, f)
+        except Exception:  # any damage (a truncated zip, an edited JSON) is a miss
+            model = None
+        if model is None:
+            # A damaged entry is dropped, so that the next put writes it anew.
+            shutil.rmtree(d, ignore_errors=True)
+            return None
         self._touch(d)
-        for k, n in meta.get("constant", {}).items():  # stored as their one value
+        return model
+
+    def _read_model(self, d: Path, f: SpanFile) -> TraceModel | None:
+        """The entry's model, or None when it is not exactly what put_model wrote (the
+        zip members' CRCs catch damaged bytes; the checks below, edited or partial files)."""
+        meta = msgspec.json.decode((d / "model.json").read_bytes())
+        if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
+            return None
+        with np.load(d / "model.npz", allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        for k, n in meta["constant"].items():  # stored as their one value
             arrays[k] = np.broadcast_to(arrays[k], (n,))
+        n_rows = meta["rows"]
+        if any(arrays[k].ndim != 1 or arrays[k].shape[0] != n_rows for k in _ARRAY_FIELDS):
+            return None
+        strings = meta["strings"]
+        if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings):
+            return None
         return TraceModel(
             path=f.relpath,
-            strings=meta["strings"],
+            strings=strings,
             lanes=[Lane(**ln) for ln in meta["lanes"]],
             memory=MemoryEvents(**{k: arrays[f"memory.{k}"] for k in _MEMORY_FIELDS}),
             meta=TraceMeta(**meta["meta"]),
-            origin_us=meta["origin_us"],
-            warnings=meta["warnings"],
+            origin_us=float(meta["origin_us"]),
+            warnings=[str(w) for w in meta["warnings"]],
             **{k: arrays[k] for k in _ARRAY_FIELDS},
         )
 
@@ -117,6 +146,8 @@ class TraceCache:
         if d is None:
             return
         meta = {
+            "format": CACHE_FORMAT,
+            "rows": len(model),
             "strings": model.strings,
             "lanes": [{"pid": ln.pid, "tid": ln.tid, "is_device": ln.is_device,
                        "label": ln.label} for ln in model.lanes],
@@ -146,8 +177,21 @@ class TraceCache:
             return None
         p = d / f"results-{variant}.json"
         try:
-            data = msgspec.json.decode(p.read_bytes())
-        except (OSError, msgspec.DecodeError):
+            head, _, body = p.read_bytes().partition(b"\n")
+        except OSError:
+            return None
+        # The first line is the format and the checksum of the rest: an edited, partial
+        # or foreign file is a miss (and goes), never served.
+        ok = head == _results_head(body)
+        data = None
+        if ok:
+            try:
+                data = msgspec.json.decode(body)
+            except msgspec.DecodeError:
+                ok = False
+        if not ok or not isinstance(data, dict):
+            with contextlib.suppress(OSError):
+                p.unlink()
             return None
         self._touch(d)
         return data
@@ -157,9 +201,10 @@ class TraceCache:
         if d is None:
             return
         d.mkdir(parents=True, exist_ok=True)
+        body = msgspec.json.encode(results)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".results-", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            fh.write(msgspec.json.encode(results))
+            fh.write(_results_head(body) + b"\n" + body)
         os.replace(tmp, d / f"results-{variant}.json")
         self._evict()
 
@@ -207,7 +252,24 @@ class TraceCache:
     def size(self) -> int:
         return sum(s for _, s, _ in self.entries())
 
+    def _sweep(self) -> None:
+        """Remove what a killed writer left: temporary directories and files older than
+        ``STALE_TMP_S`` (a live writer's are younger)."""
+        if not self.root.is_dir():
+            return
+        cutoff = time.time() - STALE_TMP_S
+        with contextlib.suppress(OSError):
+            for p in self.root.iterdir():
+                if p.name.startswith(".tmp-") and p.stat().st_mtime < cutoff:
+                    shutil.rmtree(p, ignore_errors=True)
+                elif p.is_dir() and not p.name.startswith("."):
+                    for q in p.glob(".results-*.tmp"):
+                        with contextlib.suppress(OSError):
+                            if q.stat().st_mtime < cutoff:
+                                q.unlink()
+
     def _evict(self) -> None:
+        self._sweep()
         entries = self.entries()
         total = sum(s for _, s, _ in entries)
         for d, s, _ in sorted(entries, key=lambda e: e[2]):
