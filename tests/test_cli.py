@@ -19,7 +19,7 @@ STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "dev
 SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors",
              "distributed", "roofline", "whatif"}
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
-               "saves_us"}
+               "saves_us", "per_step"}
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes"}
 

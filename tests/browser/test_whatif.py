@@ -82,26 +82,39 @@ def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet,
     # `all` stands apart and says that the savings overlap
     expect(rows.first).to_have_class(re.compile(r"\bwi-all\b"))
     expect(rows.first.locator(".wi-note")).to_contain_text("do not add up")
-    # every figure as the route gives it; the title says what is assumed and on which steps
+    # The bars are the selected step's walls, replayed (the route's per_step); the saving
+    # beside them is the median over the warm steps. Every figure as the route gives it;
+    # the title says what is assumed and on which steps.
+    step = int(card.locator(".card-body").get_attribute("data-step"))
+    expect(card.locator(".wi-basis")).to_contain_text(f"bars: step {step}")
+
+    def walls(p):
+        (one,) = [x for x in p["per_step"] if x["step"] == step]
+        return one["before_us"], one["after_us"]
+
     for pid, p in wi.items():
         row = card.locator(f"#whatif-{pid}")
-        expect(row.locator(".wi-ba")).to_have_text(
-            f"{ms(p['wall_us_before'])} → {ms(p['wall_us_after'])} ms")
+        before, after = walls(p)
+        expect(row.locator(".wi-ba")).to_have_text(f"step {step}: {ms(before)} → {ms(after)} ms")
         expect(row.locator(".wi-save")).to_have_text(saves(p))
-        assert float(row.get_attribute("data-before")) == p["wall_us_before"]
-        assert float(row.get_attribute("data-after")) == p["wall_us_after"]
+        assert float(row.get_attribute("data-before")) == before
+        assert float(row.get_attribute("data-after")) == after
         assert float(row.get_attribute("data-saves")) == p["saves_us"]
         title = row.locator(".wi-bars").get_attribute("title")
         assert p["assumes"] in title
         assert "5–10" in title
     # one scale for every bar: the before wall; the input bar's after is shorter
-    scale = max(max(p["wall_us_before"], p["wall_us_after"]) for p in wi.values())
+    scale = max(max(walls(p)) for p in wi.values())
     full = card.locator("#whatif-all .wi-bar.before").bounding_box()["width"]
     for pid, p in wi.items():
         before = card.locator(f"#whatif-{pid} .wi-bar.before").bounding_box()["width"]
         after = card.locator(f"#whatif-{pid} .wi-bar.after").bounding_box()["width"]
-        assert abs(before - full * p["wall_us_before"] / scale) < 1.5, pid
-        assert abs(after - full * p["wall_us_after"] / scale) < 1.5, pid
+        assert abs(before - full * walls(p)[0] / scale) < 1.5, pid
+        assert abs(after - full * walls(p)[1] / scale) < 1.5, pid
+    # selecting another step redraws the bars for it
+    other = next(s_["step"] for s_ in s["steps"] if s_["step"] != step)
+    frame.locator("#steps tbody tr", has_text=f"#{other}").first.click()
+    expect(card.locator(".card-body")).to_have_attribute("data-step", str(other))
     inp = card.locator("#whatif-input")
     assert (inp.locator(".wi-bar.after").bounding_box()["width"]
             < inp.locator(".wi-bar.before").bounding_box()["width"] * 0.8)

@@ -3,8 +3,9 @@
 One entry per change that applies to the span (see :mod:`..analysis.views.whatif`), then
 ``all``: ``{id, change, rules, assumes, steps, wall_us_before, wall_us_after, saves_us}``.
 The walls are the medians of the warm steps (``steps``; the cold ones left out), and
-``saves_us`` is the median of those steps' savings. Savings are per step; a span without
-steps has one window, so its figures are per span.
+``saves_us`` is the median of those steps' savings; ``per_step`` gives every window's
+``{step, before_us, after_us}``. Savings are per step; a span without steps has one
+window, so its figures are per span.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def whatif_section(analysis: SpanAnalysis, cold: set[int | None]) -> list[dict[s
             "wall_us_before": _r(np.median(p.before_us[warm])),
             "wall_us_after": _r(np.median(p.after_us[warm])),
             "saves_us": _r(p.saving(warm)),
+            # Every window, cold ones included, for the tab's bars of the selected step.
+            "per_step": [{"step": w.step, "before_us": _r(p.before_us[k]),
+                          "after_us": _r(p.after_us[k])} for k, w in enumerate(windows)],
         })
     return out
 

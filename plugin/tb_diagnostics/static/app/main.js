@@ -265,6 +265,7 @@ export class App {
     this.stepIndex = index;
     this.chart.select(index);
     this.table.select(index);
+    this.whatif.select(st.step);
     this.setState({ step: st.step === null ? "all" : String(st.step) });
     clearTimeout(this.stepTimer);
     // Arrow keys in the table step quickly: fetch only once the user pauses.

@@ -1,7 +1,8 @@
 // The "What if" card: each change the backend can replay on this span
-// (summary.whatif), as the median warm step's wall time before the change
-// (a grey bar) and after it (a coloured one), on one scale shared by every
-// bar. "all" (every change at once) comes first: its saving is not the sum of
+// (summary.whatif), as the selected step's wall time before the change (a grey
+// bar) and after it (a coloured one), replayed, on one scale shared by every
+// bar; the saving beside it is the median over the warm steps. Without a
+// selected step (or for a span without steps) the bars are the medians. "all" (every change at once) comes first: its saving is not the sum of
 // the others. Each projection names the rules proposing it that have findings
 // here; a rule's button opens that finding in the findings card.
 
@@ -63,10 +64,30 @@ export class WhatIfView {
     this.container = container;
     this.tools = tools;
     this.onFinding = onFinding;
+    this.step = null;
+  }
+
+  /** Show the bars of step number `step` (null: the medians). */
+  select(step) {
+    if (step === this.step) return;
+    this.step = step;
+    if (this.summary) this.render();
   }
 
   setData(summary) {
     this.summary = summary;
+    this.render();
+  }
+
+  /** The walls a row draws: the selected step's, else the warm steps' medians. */
+  walls(p) {
+    const one = this.step === null ? null : (p.per_step || []).find((x) => x.step === this.step);
+    if (one) return { before: one.before_us, after: one.after_us, step: this.step };
+    return { before: p.wall_us_before || 0, after: p.wall_us_after ?? p.wall_us_before ?? 0, step: null };
+  }
+
+  render() {
+    const summary = this.summary;
     const list = ordered(summary.whatif);
     this.container.dataset.count = String(list.length);
     if (!list.length) {
@@ -75,13 +96,16 @@ export class WhatIfView {
       return;
     }
     // One scale for every bar: the longest wall (the before wall, the same for all).
-    const scale = Math.max(...list.flatMap((p) => [p.wall_us_before || 0, p.wall_us_after || 0]), 1);
+    const scale = Math.max(...list.flatMap((p) => { const w = this.walls(p); return [w.before, w.after]; }), 1);
     const first = list.find((p) => p.id === "all") || list[0];
+    const shown = this.walls(first).step;
+    this.container.dataset.step = shown === null ? "" : String(shown);
     this.tools.replaceChildren(
       h("span", { class: "legend", style: { padding: 0 } },
         h("span", null, h("i", { class: "wi-key before" }), "now"),
         h("span", null, h("i", { class: "wi-key after" }), "after the change")),
-      h("span", { class: "wi-basis", title: "bars share one scale: the step's wall time now" }, stepsText(first)));
+      h("span", { class: "wi-basis", title: "bars share one scale: the step's wall time now" },
+        shown === null ? stepsText(first) : `bars: step ${shown} · savings: ${stepsText(first)}`));
     this.container.replaceChildren(h("ol", { class: "wi-list", "aria-label": "what each change would save" },
       list.map((p) => this.row(p, scale))));
   }
@@ -99,8 +123,7 @@ export class WhatIfView {
 
   row(p, scale) {
     const all = p.id === "all";
-    const before = p.wall_us_before || 0;
-    const after = p.wall_us_after ?? before;
+    const { before, after, step } = this.walls(p);
     const w = (us) => `${Math.min(Math.max((us / scale) * 100, 0), 100).toFixed(2)}%`;
     const title = [`Assumes: ${p.assumes || "—"}`, `Steps used: ${stepsText(p)}`,
       `now ${msUnit(before)} → after ${msUnit(after)}; ${savesText(p)} (the median of the per-step savings)`].join("\n");
@@ -120,7 +143,7 @@ export class WhatIfView {
     h("div", { class: "wi-bar before", style: { width: w(before) } }),
     h("div", { class: "wi-bar after", style: { width: w(after) } })),
     h("div", { class: "wi-nums" },
-      h("div", { class: "wi-ba" }, `${ms(before)} → ${ms(after)} ms`),
+      h("div", { class: "wi-ba" }, `${step === null ? "" : `step ${step}: `}${ms(before)} → ${ms(after)} ms`),
       h("div", { class: `wi-save${p.saves_us > 0 ? "" : " zero"}` }, savesText(p))));
   }
 
