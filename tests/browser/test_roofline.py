@@ -3,9 +3,9 @@
 Runs against its own TensorBoard on a log dir with the H100 OWLv2 inference run
 (and, where ../shared has them, the H100 Qwen run, the V100 ResNet-50 run and
 the MI250 run, whose GPU has no peak figures), plus the CPU matmul run. Skipped
-when ../shared/traces is absent. Screenshots land in test-artifacts/; the OWLv2
-card in the light theme also goes to docs/img/roofline-owlv2-h100.png (the
-README links it).
+when ../shared/traces is absent. Screenshots land in test-artifacts/ only (tests
+write nothing into the repository); docs/img/roofline-owlv2-h100.png, which the README
+links, is a copy of roofline-owlv2-light.png made by hand.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import CPU_RUN, FRAME, REPO, RESNET, SHARED_TRACES, TensorBoard, _cpu_run
+from .conftest import CPU_RUN, FRAME, RESNET, SHARED_TRACES, TensorBoard, _cpu_run
 
 READY = 60_000
 OWL = "tracelens_h100_owlv2_large_inference"
 QWEN = "tracelens_h100_qwen1.5_0.5b_inference"
 MI250 = "hta_amd_mi250_rocm_tiny"
-DOC_SHOT = REPO / "docs" / "img" / "roofline-owlv2-h100.png"
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +112,6 @@ def test_owlv2_card_has_ceilings_points_and_the_ops_that_lose_most(page, roof_tb
     assert "TFLOP/s" in cell.get_attribute("title")
     assert st["flop_precision"] in cell.get_attribute("title")
     card_shot(page, frame, artifacts / "roofline-owlv2-light.png")
-    DOC_SHOT.parent.mkdir(parents=True, exist_ok=True)
-    card_shot(page, frame, DOC_SHOT)
     page.screenshot(path=str(artifacts / "roofline-owlv2-tab.png"))
 
 
