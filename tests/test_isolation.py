@@ -147,3 +147,57 @@ def test_a_number_no_float_holds_is_named_in_the_error(tmp_path):
     p.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1e400, "dur": 1}]}')
     with pytest.raises(TraceLoadError, match="ts is 1e400, a number no float can hold"):
         load_trace(str(p))
+
+
+def _gz(path, head: bytes, filler: bytes, mib: int, tail: bytes) -> None:
+    import gzip
+
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(head)
+        for _ in range(mib):
+            fh.write(filler * (1 << 20))
+        fh.write(tail)
+
+
+def test_white_space_bombs_stream_in_little_memory_and_zeros_are_refused_at_once(tmp_path):
+    """What a hostile gzip expands to is never held whole (bench/run_bombs.py measures it)."""
+    import pytest
+
+    from tb_diagnostics.errors import TraceLoadError
+    from tb_diagnostics.trace import load_trace, stream
+
+    ev = b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":5}'
+    between = tmp_path / "between.pt.trace.json.gz"
+    _gz(between, b'{"traceEvents": [' + ev % 1 + b",", b" ", 16, ev % 10 + b"]}")
+    held = []
+    real = stream._decode_before_last_cut
+
+    def spy(buf, problems, tries=4):
+        held.append(len(buf))
+        return real(buf, problems, tries)
+
+    stream._decode_before_last_cut = spy
+    try:
+        model = load_trace(str(between))
+    finally:
+        stream._decode_before_last_cut = real
+    assert len(model) == 2
+    assert max(held) < 1 << 20  # the 16 MiB of spaces were never buffered
+    alone = tmp_path / "alone.pt.trace.json.gz"
+    _gz(alone, b"", b" ", 16, b"")
+    with pytest.raises(TraceLoadError, match="nothing but white space"):
+        load_trace(str(alone))
+    zeros = tmp_path / "zeros.pt.trace.json.gz"
+    _gz(zeros, b"", b"\0", 16, b"")
+    with pytest.raises(TraceLoadError, match="starts with byte 0x00"):
+        load_trace(str(zeros))
+
+
+def test_spaces_inside_a_string_are_kept(tmp_path):
+    from tb_diagnostics.trace import load_trace
+
+    name = "a" + " " * (600 << 10) + "b"  # spans several 256 KiB blocks
+    _write(tmp_path / "w.1.pt.trace.json", [{"ph": "X", "cat": "cpu_op", "name": name,
+                                             "pid": 1, "tid": 1, "ts": 1, "dur": 2}])
+    model = load_trace(str(tmp_path / "w.1.pt.trace.json"))
+    assert model.name_of(0) == name

@@ -13,6 +13,7 @@ from tb_diagnostics.trace.build import ModelBuilder, build_model
 from tb_diagnostics.trace.decode import decode, decompress
 from tb_diagnostics.trace.model import TraceModel
 from tb_diagnostics.trace.stream import (
+    NotJSON,
     NotStreamable,
     TraceTooLarge,
     iter_event_batches,
@@ -51,6 +52,8 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
                 del item  # before the next batch is decoded (peak memory)
     except NotStreamable:
         pass  # decode it whole below: odd layouts load, broken files get exact messages
+    except NotJSON as exc:
+        raise TraceLoadError(shown, str(exc)) from None
     except TraceTooLarge as exc:
         raise TraceLoadError(shown, str(exc)) from None
     except OSError as exc:

@@ -137,6 +137,26 @@ def _cut(buf: bytes, limit: int | None = None) -> int:
         return j + 1
 
 
+#: The most of a pending piece that is scanned for open strings on a block of white space.
+_SCAN_LIMIT = 1 << 20
+_ESCAPE = re.compile(rb"\\.", re.S)
+
+
+def _outside_string(buf: bytes) -> bool:
+    """Whether ``buf``, which starts outside any JSON string, also ends outside one."""
+    return _ESCAPE.sub(b"", buf).count(b'"') % 2 == 0
+
+
+class NotJSON(Exception):
+    """The file's first bytes are not JSON (zeros, binary data): no need to read the rest."""
+
+
+def _check_start(block: bytes) -> None:
+    head = block.lstrip(_WS)[:1]
+    if head and head not in (b"{", b"["):
+        raise NotJSON(f"not JSON: the file starts with byte 0x{head[0]:02x}, not {{ or [")
+
+
 def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     """Yield lists of decoded events, then, last, the :data:`TraceFile` of the other keys."""
     buf = b""
@@ -149,6 +169,15 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     for block in blocks:
         if not cutting:
             rest.append(block)
+            continue
+        if prefix is None and not buf:
+            _check_start(block)
+        if not block.strip(_WS) and (not buf.strip(_WS) or (
+                len(buf) < _SCAN_LIMIT and _outside_string(buf))):
+            # White space outside any string: JSON ignores it, so one space of it is kept
+            # (a gzip of a gigabyte of spaces stays a few bytes here).
+            if not buf.endswith(b" "):
+                buf += b" "
             continue
         buf += block
         if prefix is None:
@@ -176,6 +205,8 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
             del events
             buf = buf[end:].lstrip(_WS)[1:]  # drop the "," between two events
     if prefix is None:
+        if not buf.strip(_WS):
+            raise NotJSON("empty file (nothing but white space)")
         raise NotStreamable("no traceEvents array")
     if rest:
         buf = b"".join([buf, *rest])
