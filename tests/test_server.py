@@ -242,3 +242,24 @@ def test_provider_step_details_are_cached(tmp_path):
     assert code == code2 == 200
     assert one == two
     assert p.loader.get(f).details  # the second answer came from the span's detail cache
+
+
+def test_a_file_that_loads_after_failing_mid_write_drops_its_old_error():
+    """The file failed while being written ("truncated"); once it is whole and loads, /runs
+    must not list the old version's error any more."""
+    calls: list = []
+
+    def work(f: SpanFile, progress: Progress):
+        calls.append(f.size)
+        if f.size == 1:
+            raise TraceLoadError(f.relpath, "truncated JSON")
+        return FakeAnalysis(), {"span": f.span}
+
+    loader = SpanLoader(work)
+    writing = span_file(size=1, mtime=1.0)
+    assert loader.wait(writing, timeout=5).error
+    assert [e.file.size for e in loader.errors()] == [1]
+    whole = span_file(size=2, mtime=2.0)
+    assert loader.wait(whole, timeout=5).error is None
+    assert loader.errors() == []
+    assert calls == [1, 2]

@@ -178,6 +178,11 @@ class SpanLoader:
                            error=f"{f.relpath}: internal error ({type(exc).__name__}: {exc})")
             progress.set("error", 1.0)
         with self._lock:
+            # Older versions of the file (it was still being written) are superseded: their
+            # errors ("truncated") must not linger in /runs once it has loaded.
+            for old in [k for k in self._entries if k[0] == key[0] and k != key]:
+                del self._entries[old]
+                self._resident.pop(old, None)
             self._entries[key] = entry
             self._entries.move_to_end(key)
             if entry.analysis is not None:
