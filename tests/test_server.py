@@ -263,3 +263,28 @@ def test_a_file_that_loads_after_failing_mid_write_drops_its_old_error():
     assert loader.wait(whole, timeout=5).error is None
     assert loader.errors() == []
     assert calls == [1, 2]
+
+
+def test_big_files_do_not_hold_the_loaders_small_runs_need():
+    from tb_diagnostics.server.loader import BIG_FILE_BYTES
+
+    gate = threading.Event()
+    calls: list = []
+
+    def work(f: SpanFile, progress: Progress):
+        calls.append(f.span)
+        if f.size >= BIG_FILE_BYTES:
+            gate.wait(10)  # a huge or hostile file, still loading
+        return FakeAnalysis(), {"span": f.span}
+
+    loader = SpanLoader(work, workers=2)
+    try:
+        for name in ("big1", "big2", "big3"):
+            loader.get(span_file(name, size=BIG_FILE_BYTES))
+        t0 = time.monotonic()
+        small = loader.wait(span_file("small", size=1000), timeout=5)
+        assert small.summary == {"span": "small"} and time.monotonic() - t0 < 2
+        assert "big2" not in calls  # the big ones queue one at a time on their own pool
+    finally:
+        gate.set()
+        loader.shutdown()

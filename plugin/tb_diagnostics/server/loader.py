@@ -8,6 +8,10 @@ estimate of their memory; a span's summary is small and outlives its
 analysis, so the step table stays instant after an eviction and only the
 per-step detail reloads.
 
+Files of ``BIG_FILE_BYTES`` or more load on a pool of their own, one at a time, so
+that two huge (or hostile) files requested first never hold the loaders that small runs
+need.
+
 Entries are keyed by ``(url, size, mtime)``: a file the profiler rewrites,
 or one that was truncated on the first look, gets a fresh load.
 """
@@ -33,6 +37,9 @@ from tb_diagnostics.trace.model import TraceModel
 _log = logging.getLogger(__name__)
 
 Key = tuple[str, int | None, float | None]
+
+#: Files this large on disk load on the big-file pool (one at a time).
+BIG_FILE_BYTES = 64 << 20
 #: ``work(file, progress) -> (analysis, summary)``; raises DiagnosticsError for a bad file.
 Work = Callable[[SpanFile, "Progress"], tuple[SpanAnalysis, dict[str, Any]]]
 
@@ -96,6 +103,8 @@ class SpanLoader:
         self._work = work
         self._pool = ThreadPoolExecutor(max_workers=workers,
                                         thread_name_prefix="tb-diagnostics-load")
+        self._big_pool = ThreadPoolExecutor(max_workers=1,
+                                            thread_name_prefix="tb-diagnostics-load-big")
         self._max_models = max_models
         self._max_bytes = max_bytes
         self._max_summaries = max_summaries
@@ -119,7 +128,8 @@ class SpanLoader:
             if running is not None:
                 return running[1]
             progress = Progress(file=f)
-            future = self._pool.submit(self._load, key, f, progress)
+            pool = self._big_pool if (f.size or 0) >= BIG_FILE_BYTES else self._pool
+            future = pool.submit(self._load, key, f, progress)
             self._loads[key] = (future, progress)
             return progress
 
@@ -158,6 +168,7 @@ class SpanLoader:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._big_pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- the pool side ------------------------------------------------------
     def _load(self, key: Key, f: SpanFile, progress: Progress) -> Loaded:
