@@ -201,3 +201,20 @@ def test_spaces_inside_a_string_are_kept(tmp_path):
                                              "pid": 1, "tid": 1, "ts": 1, "dur": 2}])
     model = load_trace(str(tmp_path / "w.1.pt.trace.json"))
     assert model.name_of(0) == name
+
+
+def test_the_default_size_limit_follows_the_memory_available(tmp_path, monkeypatch):
+    import pytest
+
+    from tb_diagnostics.errors import TraceLoadError
+    from tb_diagnostics.trace import load_trace, stream
+
+    monkeypatch.delenv("TB_DIAGNOSTICS_MAX_TRACE_MB", raising=False)
+    monkeypatch.setattr(stream, "available_memory_bytes", lambda: 1 << 20)
+    assert stream.max_trace_bytes() == 2 << 20  # twice what is available
+    assert stream.whole_file_limit() == (1 << 20) // 3
+    _write(tmp_path / "w.1.pt.trace.json", _ops(40_000))  # about 4 MB of JSON
+    with pytest.raises(TraceLoadError, match="larger than the 2 MiB limit"):
+        load_trace(str(tmp_path / "w.1.pt.trace.json"))
+    monkeypatch.setenv("TB_DIAGNOSTICS_MAX_TRACE_MB", "64")  # an explicit limit wins
+    assert len(load_trace(str(tmp_path / "w.1.pt.trace.json"))) == 40_003

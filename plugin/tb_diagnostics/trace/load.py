@@ -17,8 +17,8 @@ from tb_diagnostics.trace.stream import (
     NotStreamable,
     TraceTooLarge,
     iter_event_batches,
-    max_trace_bytes,
     read_blocks,
+    whole_file_limit,
 )
 
 
@@ -61,7 +61,7 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
     try:
         with open_binary(url) as fh:
             # Whole-file decoding holds the text and its parse at once: same limit.
-            raw = b"".join(read_blocks(fh, limit=max_trace_bytes()))
+            raw = b"".join(read_blocks(fh, limit=whole_file_limit()))
     except TraceTooLarge as exc:
         raise TraceLoadError(shown, str(exc)) from None
     except NotStreamable as exc:  # corrupt or truncated gzip

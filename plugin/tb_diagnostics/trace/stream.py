@@ -50,17 +50,43 @@ class TraceTooLarge(Exception):
     """The JSON is larger than the configured limit (see :func:`max_trace_bytes`)."""
 
 
-def max_trace_bytes() -> int:
-    """The largest JSON text (after gunzip) the engine will decode.
-
-    ``TB_DIAGNOSTICS_MAX_TRACE_MB`` sets it (default 32768 MiB); refusing with a message
-    beats being killed by the kernel's out-of-memory killer halfway through.
-    """
+def available_memory_bytes() -> int | None:
+    """The memory this machine can still give (``MemAvailable``), or None where unknown."""
     try:
-        mb = float(os.environ.get("TB_DIAGNOSTICS_MAX_TRACE_MB", "32768"))
-    except ValueError:
-        mb = 32768.0
-    return int(mb * (1 << 20))
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def max_trace_bytes() -> int:
+    """The largest JSON text (after gunzip) the engine will stream.
+
+    ``TB_DIAGNOSTICS_MAX_TRACE_MB`` sets it; by default it is 32768 MiB or twice the
+    memory available, whichever is less (a streamed trace's model takes 0.3–1× its JSON):
+    refusing with a message beats being killed by the out-of-memory killer halfway.
+    """
+    env = os.environ.get("TB_DIAGNOSTICS_MAX_TRACE_MB")
+    if env:
+        try:
+            return int(float(env) * (1 << 20))
+        except ValueError:
+            pass
+    limit = 32768 << 20
+    avail = available_memory_bytes()
+    return min(limit, 2 * avail) if avail else limit
+
+
+def whole_file_limit() -> int:
+    """The largest JSON text decoded whole (odd layouts): the text and its parse are held
+    at once, about three times the JSON, so at most a third of the memory available."""
+    avail = available_memory_bytes()
+    limit = max_trace_bytes()
+    return min(limit, avail // 3) if avail and not os.environ.get(
+        "TB_DIAGNOSTICS_MAX_TRACE_MB") else limit
 
 
 def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES,
