@@ -63,23 +63,12 @@ def analysed_spans(files: Iterable[SpanFile], span_docs: dict[str, dict[str, Any
 
 
 def thresholds_variant(thresholds: Thresholds | None) -> str:
-    """The cache key of a result's settings: the thresholds and any peak overrides."""
+    """The cache key of a result's settings: the thresholds and any peak overrides (the
+    figures change with the file, so its size and modification time are in the key)."""
+    from tb_diagnostics.analysis.cost.peaks import overrides_version
+
     th = asdict(thresholds or Thresholds())
-    return digest(repr(sorted(th.items())) + _peaks_override_key(), 12)
-
-
-def _peaks_override_key() -> str:
-    """The content of ``$TB_DIAGNOSTICS_PEAKS`` (figures change with it, results too)."""
-    from tb_diagnostics.analysis.cost.peaks import PEAKS_ENV
-
-    path = os.environ.get(PEAKS_ENV)
-    if not path:
-        return ""
-    try:
-        with open(path, "rb") as fh:
-            return "|peaks:" + digest(fh.read().decode("utf-8", "replace"), 16)
-    except OSError:
-        return "|peaks:" + path  # unreadable: the analysis reports it
+    return digest(repr(sorted(th.items())) + overrides_version(), 12)
 
 
 def span_summary(f: SpanFile, thresholds: Thresholds | None = None,

@@ -194,8 +194,8 @@ def _findings_text(span: dict[str, Any]) -> list[str]:
     lines = ["  findings:"]
     for f in span["findings"]:
         save = f.get("savings_us")
-        per = "per span" if f.get("steps") in ([], [None]) else "/step"
-        tail = f" (saves ~{_ms(save)} ms{' ' if per == 'per span' else ''}{per})" if save else ""
+        per = " per span" if f.get("steps") in ([], [None]) else "/step"
+        tail = f" (saves ~{_ms(save)} ms{per})" if save else ""
         lines.extend(textwrap.wrap(f"[{f['severity']}] {f['rule']}: {f['message']}{tail}",
                                    width=100, initial_indent="    ",
                                    subsequent_indent="        ", break_on_hyphens=False))

@@ -116,6 +116,14 @@ def fmt_flops(x: float) -> str:
     return f"{x:.0f} FLOP"
 
 
+def _windows_of(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> list[int] | None:
+    """Window indices of ``steps`` (None: all windows, and when none of them is a window)."""
+    if steps is None:
+        return None
+    wanted = set(steps)
+    return [k for k, w in enumerate(analysis.windows) if w.step in wanted] or None
+
+
 def replayed_saving(analysis: SpanAnalysis, change_id: str,
                     steps: Sequence[int | None] | None = None) -> float | None:
     """The replayed saving of a projected change (``views.whatif``): the median per step
@@ -124,24 +132,15 @@ def replayed_saving(analysis: SpanAnalysis, change_id: str,
     from tb_diagnostics.analysis.views.whatif import projection
 
     p = projection(analysis, change_id)
-    if p is None:
-        return None
-    wanted = set(steps) if steps is not None else None
-    idx = [k for k, w in enumerate(analysis.windows) if wanted is None or w.step in wanted]
-    return max(p.saving(idx or None), 0.0)
+    return None if p is None else max(p.saving(_windows_of(analysis, steps)), 0.0)
 
 
 def change_saving(analysis: SpanAnalysis, change: object,
                   steps: Sequence[int | None] | None = None) -> float | None:
     """The replayed saving of ``change`` (a ``replay.engine.Change``, or None: no saving
-    to replay), the median per step over the windows of ``steps``, never below zero."""
+    to replay), as :func:`replayed_saving` reads a projection's."""
     if change is None:
         return None
-    from tb_diagnostics.analysis.replay.engine import replay
+    from tb_diagnostics.analysis.views.whatif import median_saving, replayed
 
-    before = np.asarray([w.wall_us for w in analysis.windows])
-    after = replay(analysis, change).wall_us
-    wanted = set(steps) if steps is not None else None
-    idx = [k for k, w in enumerate(analysis.windows) if wanted is None or w.step in wanted]
-    diff = (before - after)[idx] if idx else before - after
-    return max(float(np.median(diff)), 0.0)
+    return max(median_saving(*replayed(analysis, change), _windows_of(analysis, steps)), 0.0)

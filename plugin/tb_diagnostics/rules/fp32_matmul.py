@@ -70,12 +70,7 @@ class Thresholds:
 
 def compute_capability(analysis: SpanAnalysis) -> tuple[int, int] | None:
     """(major, minor) of the device the activities ran on, from ``deviceProperties``."""
-    m = analysis.model
-    devs = m.device[m.device_activity_rows]
-    devs = devs[devs >= 0]
-    used = int(np.bincount(devs).argmax()) if devs.size else 0
-    props = m.meta.device_properties
-    chosen = next((p for p in props if p.get("id") == used), props[0] if props else None)
+    chosen = analysis.model.used_device_properties
     if not chosen or not isinstance(chosen.get("computeMajor"), int):
         return None
     return int(chosen["computeMajor"]), int(chosen.get("computeMinor") or 0)

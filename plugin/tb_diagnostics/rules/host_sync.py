@@ -42,13 +42,12 @@ import numpy as np
 
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.replay.changes import sync_change
-from tb_diagnostics.analysis.replay.engine import replay
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, outermost_op
 from tb_diagnostics.analysis.views.pystack import python_stack, user_frame
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_pct, fmt_us, steps_text
+from tb_diagnostics.rules._util import MAX_EVIDENCE, change_saving, fmt_pct, fmt_us, steps_text
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
 
@@ -189,13 +188,7 @@ def _finding(analysis: SpanAnalysis, site: _Site, per_step: float, median_wall: 
                f"({fmt_us(per_step)} per step, {fmt_pct(share)} of a median step).")
     severity = "critical" if share >= th.critical_share else RULE.severity
     # Replayed: without these calls' waits the host runs ahead; the device work stays.
-    change = sync_change(analysis, calls)
-    replayed = replay(analysis, change).wall_us if change is not None else None
-    saving = None
-    if replayed is not None:
-        before = np.asarray([w.wall_us for w in analysis.windows])
-        named = [k for k, w in enumerate(analysis.windows) if w.step in set(steps)]
-        saving = max(float(np.median((before - replayed)[named or slice(None)])), 0.0)
+    saving = change_saving(analysis, sync_change(analysis, calls), steps)
     return Finding(
         rule=RULE.id, severity=severity, title=RULE.title, message=message, steps=steps,
         evidence=_evidence(analysis, site, calls, idle), savings_us=saving,

@@ -237,9 +237,14 @@ def _decode_lenient(data: bytes, path: str) -> Any:
         raise TraceLoadError(path, _describe_decode_error(exc)) from None
 
 
-#: The strict type of each event field, and how a wrong one is counted in the notes.
-_EVENT_TYPES = {"ph": (str,), "cat": (str,), "name": (str,), "pid": (int, str),
-                "tid": (int, str), "ts": (int, float), "dur": (int, float)}
+#: The strict types of each event field, and how a wrong one is counted in the notes.
+_EVENT_TYPES = {
+    "ph": ((str,), "ph not a string"), "cat": ((str,), "cat not a string"),
+    "name": ((str,), "name not a string"),
+    "pid": ((int, str), "pid neither a number nor a string"),
+    "tid": ((int, str), "tid neither a number nor a string"),
+    "ts": ((int, float), "ts not a number"), "dur": ((int, float), "dur not a number"),
+}
 
 
 def normalise_events(events: list[Any]) -> tuple[list[Any], Counter[str]]:
@@ -259,12 +264,10 @@ def normalise_events(events: list[Any]) -> tuple[list[Any], Counter[str]]:
         elif a is not None:
             problems["args not an object"] += 1
             a = None
-        for key, types in _EVENT_TYPES.items():
+        for key, (types, what) in _EVENT_TYPES.items():
             v = getattr(e, key)
-            if (v is not None and not isinstance(v, types)) or isinstance(v, bool):
-                problems[f"{key} not a {'string' if types == (str,) else 'number'}"
-                         if key not in ("pid", "tid") else f"{key} neither a number nor a "
-                         "string"] += 1
+            if isinstance(v, bool) or (v is not None and not isinstance(v, types)):
+                problems[what] += 1
         args = Args(**{py: fix(getattr(a, py)) for py, fix in arg_fields}) if a else Args()
         out.append(Event(**{py: fix(getattr(e, py)) for py, fix in ev_fields}, args=args))
     return out, problems

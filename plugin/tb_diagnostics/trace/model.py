@@ -211,18 +211,25 @@ class TraceModel:
         return "cuda"
 
     @cached_property
-    def device_name(self) -> str | None:
-        """The name of the device the activities ran on, from ``deviceProperties``."""
-        if not self.has_device_activity:
+    def used_device_properties(self) -> dict[str, Any] | None:
+        """The ``deviceProperties`` entry of the device most activities ran on (the first
+        entry when none has its id); None on a CPU-only trace or without the list."""
+        props = self.meta.device_properties
+        if not self.has_device_activity or not props:
             return None
         devs = self.device[self.device_activity_rows]
         devs = devs[devs >= 0]
         used = int(np.bincount(devs).argmax()) if devs.size else 0
+        return next((p for p in props if p.get("id") == used), props[0])
+
+    @cached_property
+    def device_name(self) -> str | None:
+        """The name of the device the activities ran on, from ``deviceProperties``."""
+        used = self.used_device_properties
+        if used is not None and used.get("name"):
+            return str(used["name"])
         props = self.meta.device_properties
-        for p in props:
-            if p.get("id") == used and p.get("name"):
-                return str(p["name"])
-        if props and props[0].get("name"):
+        if used is not None and props[0].get("name"):
             return str(props[0]["name"])
         return None
 

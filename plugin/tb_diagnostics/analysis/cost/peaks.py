@@ -383,11 +383,32 @@ def load_overrides(path: str | os.PathLike[str]) -> Overrides:
 
 
 def overrides_from_env(environ: Mapping[str, str] = os.environ) -> Overrides | None:
-    """The overrides named by ``TB_DIAGNOSTICS_PEAKS``; None when unset or empty."""
+    """The overrides named by ``TB_DIAGNOSTICS_PEAKS``; None when unset or empty. Parsed
+    once per version of the file (every span of a log dir asks)."""
     value = environ.get(PEAKS_ENV, "").strip()
     if not value:
         return None
-    return load_overrides(value)
+    return _load_version(value, *_version(value))
+
+
+def overrides_version(environ: Mapping[str, str] = os.environ) -> str:
+    """What identifies the current overrides, for cache keys: "" when there are none,
+    else the file's path, size and modification time."""
+    value = environ.get(PEAKS_ENV, "").strip()
+    return f"{value}|{_version(value)}" if value else ""
+
+
+def _version(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)  # load_overrides says what is wrong with it
+    return (st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_version(path: str, size: int, mtime_ns: int) -> Overrides:
+    return load_overrides(path)
 
 
 # ---------------------------------------------------------------------------------------

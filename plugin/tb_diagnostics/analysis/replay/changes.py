@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import Intervals, union_of_rows, union_sorted
+from tb_diagnostics.analysis.intervals import Intervals, union_sorted
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
@@ -33,12 +33,19 @@ ASSUMES = {
 }
 
 
-def _per_lane(analysis: SpanAnalysis, rows: np.ndarray) -> dict[int, Intervals]:
+def _per_lane(analysis: SpanAnalysis, rows: np.ndarray, start: np.ndarray | None = None,
+              end: np.ndarray | None = None) -> dict[int, Intervals]:
+    """Per host lane, the union of the rows' intervals: ``[start, end)`` of each row as
+    given (parts of calls), else the rows' own."""
     m = analysis.model
-    out = {}
+    start = m.start[rows] if start is None else start
+    end = m.end[rows] if end is None else end
     lanes = m.lane[rows]
+    out = {}
     for lane in np.unique(lanes).tolist():
-        out[int(lane)] = union_of_rows(m.start, m.end, rows[lanes == lane])
+        on = lanes == lane
+        order = np.argsort(start[on], kind="stable")
+        out[int(lane)] = union_sorted(start[on][order], end[on][order])
     return out
 
 
@@ -100,7 +107,7 @@ def combine(changes: list[Change]) -> Change:
         s = np.concatenate([iv.start for iv in ivs])
         e = np.concatenate([iv.end for iv in ivs])
         order = np.argsort(s, kind="stable")
-        merged[lane] = union_of_rows(s, e, order)
+        merged[lane] = union_sorted(s[order], e[order])
     scales = [c.device_scale for c in changes if c.device_scale is not None]
     scale = np.prod(np.stack(scales), axis=0) if scales else None
     return Change(removed_host=merged,
@@ -172,7 +179,7 @@ def launch_change(analysis: SpanAnalysis, cost_us: float = LAUNCH_COST_US) -> Ch
     cut = keep < m.end[rows]
     if not cut.any():
         return None
-    return Change(removed_host=_per_lane_intervals(analysis, rows[cut], keep[cut],
+    return Change(removed_host=_per_lane(analysis, rows[cut], keep[cut],
                                                    m.end[rows[cut]]))
 
 
@@ -182,26 +189,14 @@ def graphs_change(analysis: SpanAnalysis) -> Change | None:
     rows, _ = _launching_ops(analysis)
     if rows.size < 2:
         return None
-    m = analysis.model
-    return Change(removed_host=_per_lane_intervals(analysis, rows, m.start[rows], m.end[rows]))
-
-
-def _per_lane_intervals(analysis: SpanAnalysis, rows: np.ndarray, start: np.ndarray,
-                        end: np.ndarray) -> dict[int, Intervals]:
-    lanes = analysis.model.lane[rows]
-    out = {}
-    for lane in np.unique(lanes).tolist():
-        on = lanes == lane
-        order = np.argsort(start[on], kind="stable")
-        out[int(lane)] = union_sorted(start[on][order], end[on][order])
-    return out
+    return Change(removed_host=_per_lane(analysis, rows))
 
 
 def host_removed_change(analysis: SpanAnalysis, rows: np.ndarray) -> Change | None:
     """These host calls' time is gone (compile work that stops recurring, a copy removed)."""
     if not rows.size:
         return None
-    return Change(removed_host=_per_lane(analysis, np.sort(rows)))
+    return Change(removed_host=_per_lane(analysis, rows))
 
 
 def device_removed_change(analysis: SpanAnalysis, rows: np.ndarray) -> Change | None:
@@ -242,5 +237,5 @@ def pinned_change(analysis: SpanAnalysis, calls: np.ndarray,
     cut = keep < m.end[calls]
     if not cut.any():
         return None
-    return Change(removed_host=_per_lane_intervals(analysis, calls[cut], keep[cut],
+    return Change(removed_host=_per_lane(analysis, calls[cut], keep[cut],
                                                    m.end[calls[cut]]))

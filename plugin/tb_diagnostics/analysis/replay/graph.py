@@ -130,10 +130,11 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     h_lane = m.lane[h_row].astype(np.int64)
 
     # Launch edges: the LAUNCH timepoint of each activity's launch call.
-    launch_rows = np.flatnonzero(h_kind == LAUNCH)
-    launch_of_row = dict(zip(h_row[launch_rows].tolist(), launch_rows.tolist(), strict=True))
-    a_launch = np.asarray([launch_of_row.get(int(r), NO_ID) for r in m.launcher[acts]],
-                          dtype=np.int64) if n_a else np.zeros(0, np.int64)
+    launch_tp = np.flatnonzero(h_kind == LAUNCH)  # one per launch call
+    tp_of_call = np.full(len(m), NO_ID, dtype=np.int32)
+    tp_of_call[h_row[launch_tp]] = launch_tp
+    call = m.launcher[acts]
+    a_launch = np.where(call >= 0, tp_of_call[np.maximum(call, 0)], NO_ID).astype(np.int64)
 
     # Stream order.
     by_stream = np.lexsort((a_start, a_lane))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.op_costs import op_costs
 from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.trace.categories import Kind
@@ -40,16 +40,16 @@ class Chain:
         return 1.0 - self.saving_us / self.time_us if self.time_us > 0 else 1.0
 
 
-_CACHE_KEY = "memory_bound_chains"
-
-
 def memory_bound_chains(analysis: SpanAnalysis, min_ops: int = MIN_OPS) -> list[Chain]:
-    """The span's chains (computed once per ``min_ops``)."""
-    cache = analysis._computed
-    key = (_CACHE_KEY, min_ops)
-    if key not in cache:
-        cache[key] = [] if analysis.cpu_only else _chains(analysis, min_ops)
-    return cache[key]
+    """The span's chains of at least ``min_ops`` op calls (the default's are computed once)."""
+    if min_ops == MIN_OPS:
+        return _default_chains(analysis)
+    return [] if analysis.cpu_only else _chains(analysis, min_ops)
+
+
+@computed
+def _default_chains(analysis: SpanAnalysis) -> list[Chain]:
+    return [] if analysis.cpu_only else _chains(analysis, MIN_OPS)
 
 
 def _chains(analysis: SpanAnalysis, min_ops: int) -> list[Chain]:

@@ -107,18 +107,6 @@ class Roofline:
         return self.peaks.peak(precision)
 
 
-def device_properties(analysis: SpanAnalysis) -> dict | None:
-    """The ``deviceProperties`` entry of the device the activities ran on."""
-    m = analysis.model
-    props = m.meta.device_properties
-    if not props or analysis.cpu_only:
-        return None
-    devs = m.device[m.device_activity_rows]
-    devs = devs[devs >= 0]
-    used = int(np.bincount(devs).argmax()) if devs.size else 0
-    return next((p for p in props if p.get("id") == used), props[0])
-
-
 def span_peaks(analysis: SpanAnalysis) -> tuple[DevicePeaks | None, str | None]:
     """The device's peaks from the shipped table, updated by ``$TB_DIAGNOSTICS_PEAKS``;
     and the problem with that file, if any (the table alone is used then)."""
@@ -126,8 +114,8 @@ def span_peaks(analysis: SpanAnalysis) -> tuple[DevicePeaks | None, str | None]:
     try:
         overrides = overrides_from_env()
     except PeaksFileError as exc:
-        return lookup(name, device_properties(analysis)), f"peak overrides ignored: {exc}"
-    return lookup(name, device_properties(analysis), overrides), None
+        return lookup(name, analysis.model.used_device_properties), f"peak overrides ignored: {exc}"
+    return lookup(name, analysis.model.used_device_properties, overrides), None
 
 
 def _kernel_precision(names: list[str]) -> str | None:

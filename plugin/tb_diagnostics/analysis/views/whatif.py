@@ -40,9 +40,15 @@ class Projection:
 
     def saving(self, windows: Iterable[int] | None = None) -> float:
         """Median saving per step over ``windows`` (all when None)."""
-        diff = self.before_us - self.after_us
-        idx = list(range(diff.shape[0])) if windows is None else list(windows)
-        return float(np.median(diff[idx])) if idx else 0.0
+        return median_saving(self.before_us, self.after_us, windows)
+
+
+def median_saving(before_us: np.ndarray, after_us: np.ndarray,
+                  windows: Iterable[int] | None = None) -> float:
+    """The median over ``windows`` (all when None) of each window's saving."""
+    diff = before_us - after_us
+    idx = list(range(diff.shape[0])) if windows is None else list(windows)
+    return float(np.median(diff[idx])) if idx else 0.0
 
 
 def _user_syncs(analysis: SpanAnalysis) -> Change | None:
@@ -70,24 +76,28 @@ CHANGES: list[tuple[str, str, tuple[str, ...], Callable[[SpanAnalysis], Change |
 ]
 
 
+def replayed(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.ndarray]:
+    """(walls before, walls after) of every window, the change replayed."""
+    before = np.asarray([w.wall_us for w in analysis.windows])
+    return before, replay(analysis, change).wall_us
+
+
 @computed
 def projections(analysis: SpanAnalysis) -> list[Projection]:
     """One projection per change that applies to the span, then ``all`` of them."""
-    before = np.asarray([w.wall_us for w in analysis.windows])
     out, changes = [], []
     for cid, sentence, rules, build in CHANGES:
         change = build(analysis)
         if change is None:
             continue
         changes.append(change)
-        out.append(Projection(cid, sentence, rules, ASSUMES[cid], before,
-                              replay(analysis, change).wall_us))
+        out.append(Projection(cid, sentence, rules, ASSUMES[cid], *replayed(analysis, change)))
     if len(changes) > 1:
         out.append(Projection(
             "all", "Every change above at once (savings do not add up: the changes overlap "
             "and the device work they leave still takes its time).",
-            tuple(r for p in out for r in p.rules), "all of the above", before,
-            replay(analysis, combine(changes)).wall_us))
+            tuple(r for p in out for r in p.rules), "all of the above",
+            *replayed(analysis, combine(changes))))
     return out
 
 
