@@ -3,8 +3,8 @@
     python bench/run_bombs.py [--mb 1024]
 
 Writes gzipped files that inflate to ``--mb`` MiB (white space between two events, white
-space alone, zeros) into a temporary directory, loads each in a fresh process and prints
-its wall time, peak RSS (VmHWM) and what the loader said.
+space alone, zeros, one event with a giant name) into a temporary directory, loads each in
+a fresh process and prints its wall time, peak RSS (VmHWM) and what the loader said.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def _write(path: Path, head: bytes, filler: bytes, mb: int, tail: bytes) -> None
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=int, default=1024, help="MiB each file inflates to")
+    p.add_argument("--only", help="run only the cases whose name contains this")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -54,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
                                                EVENT % 10 + b"]}"),
             "white space alone": (b"", b" ", b""),
             "zeros": (b"", b"\0", b""),
+            "one event with a name of that size": (
+                b'{"traceEvents": [' + EVENT % 1 + b',{"ph":"X","cat":"cpu_op","pid":1,'
+                b'"tid":1,"ts":3,"dur":1,"name":"', b"a", b'"},' + EVENT % 10 + b"]}"),
         }
+        if args.only:
+            cases = {k: v for k, v in cases.items() if args.only in k}
         print(f"| file ({args.mb} MiB inflated) | gz MB | seconds | peak RSS MB | result |")
         print("|---|--:|--:|--:|---|")
         for name, (head, filler, tail) in cases.items():

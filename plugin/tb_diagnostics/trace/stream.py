@@ -28,6 +28,7 @@ from typing import IO, Any
 import msgspec
 
 from tb_diagnostics.trace.decode import GZIP_MAGIC, Event, TraceFile, decode_events_lenient
+from tb_diagnostics.trace.longstrings import STRING_CAP_BYTES, StringCap
 
 #: 256 KiB: the decoded structs of one block are the parse's only per-event objects.
 #: On the 50 MB benchmark trace: 2 MB lower peak than 1 MiB blocks for ~5 % more time;
@@ -192,20 +193,27 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     cutting = True
     rest: list[bytes] = []  # once not cutting: blocks kept for one join at the end
     problems: Counter[str] = Counter()  # events normalised on the way (notes)
+    # Engaged once a pending piece outgrows twice the string cap without a clean cut
+    # (one event holding a giant string), released when that piece has decoded.
+    long_strings: StringCap | None = None
+    cut_strings = 0
     for block in blocks:
         if not cutting:
             rest.append(block)
             continue
         if prefix is None and not buf:
             _check_start(block)
-        if not block.strip(_WS) and (not buf.strip(_WS) or (
+        if long_strings is not None:
+            long_strings.feed(buf, block)
+        elif not block.strip(_WS) and (not buf.strip(_WS) or (
                 len(buf) < _SCAN_LIMIT and _outside_string(buf))):
             # White space outside any string: JSON ignores it, so one space of it is kept
             # (a gzip of a gigabyte of spaces stays a few bytes here).
             if not buf.endswith(b" "):
                 buf += b" "
             continue
-        buf += block
+        else:
+            buf += block
         if prefix is None:
             head = buf.lstrip(_WS)
             if head.startswith(b"["):  # the bare-array form
@@ -217,7 +225,19 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
                         raise NotStreamable("no traceEvents key near the start")
                     continue
                 prefix, buf = buf[: m.start()] + b'"traceEvents":', buf[m.end():]
-        events, end = _decode_before_last_cut(buf, problems)
+        limit = long_strings.open_string_at(buf) if long_strings is not None else None
+        events, end = _decode_before_last_cut(buf, problems, limit=limit)
+        if long_strings is None and (end < 0 or (end == 0 and
+                                                 len(buf) > 2 * STRING_CAP_BYTES)):
+            # No cut decodes, or a large piece has none: perhaps one event with a giant
+            # string, whose text may even look like event boundaries. Follow the piece
+            # string by string (cutting what outgrows the cap) and retry before it.
+            long_strings = StringCap()
+            pending, buf = buf, bytearray()
+            long_strings.feed(buf, pending)
+            del pending
+            events, end = _decode_before_last_cut(buf, problems,
+                                                  limit=long_strings.open_string_at(buf))
         if end == 0 and len(buf) > MAX_PREFIX_BYTES:
             end = -1  # one enormous event: stop rescanning it on every block
         if end < 0:
@@ -229,7 +249,16 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
             # Drop this batch before decoding the next: two batches alive would double
             # the structs' share of peak memory.
             del events
+            before = len(buf)
             buf = buf[end:].lstrip(_WS)[1:]  # drop the "," between two events
+            if long_strings is not None:
+                # Unless a giant string is still arriving, the rest of the piece is plain
+                # again (and starts outside any string): back to the fast path.
+                if not long_strings.dropping:
+                    cut_strings += long_strings.cut
+                    long_strings, buf = None, bytes(buf)
+                else:
+                    long_strings.shift(before - len(buf))
     if prefix is None:
         if not buf.strip(_WS):
             raise NotJSON("empty file (nothing but white space)")
@@ -237,6 +266,11 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     if rest:
         buf = b"".join([buf, *rest])
         rest.clear()
+    if long_strings is not None:
+        cut_strings += long_strings.cut
+    if cut_strings:
+        problems[f"a string longer than {STRING_CAP_BYTES >> 20} MiB cut to its first "
+                 f"{STRING_CAP_BYTES >> 20} MiB"] += cut_strings
     events, top = _finish(prefix, buf, problems)
     if events:
         yield events
@@ -255,11 +289,12 @@ def _decode_events(data: bytes, problems: Counter[str]) -> list[Any]:
         return events
 
 
-def _decode_before_last_cut(buf: bytes, problems: Counter[str],
-                            tries: int = 4) -> tuple[list[Any], int]:
-    """Decode the events before the last clean cut: (events, cut), (_, 0) when there is no
-    cut yet, (_, -1) when none of the last ``tries`` candidate cuts decodes."""
-    limit = len(buf)
+def _decode_before_last_cut(buf: bytes, problems: Counter[str], tries: int = 4,
+                            limit: int | None = None) -> tuple[list[Any], int]:
+    """Decode the events before the last clean cut in ``buf[:limit]``: (events, cut),
+    (_, 0) when there is no cut yet, (_, -1) when none of the last ``tries`` candidate
+    cuts decodes."""
+    limit = len(buf) if limit is None else limit
     for _ in range(tries):
         end = _cut(buf, limit)
         if end <= 0:
