@@ -89,11 +89,125 @@ export function ranges(numbers) {
   return out.join(", ");
 }
 
-/** Shorten a long C++ kernel name for a label: drop template and argument lists. */
-export function shortName(name, max = 80) {
-  let s = String(name);
-  if (s.length > max) {
-    s = s.replace(/\(.*\)$/s, "").replace(/<[^<>]*(?:<[^<>]*>[^<>]*)*>/g, "<…>");
+const CLOSE = { "<": ">", "(": ")", "[": "]", "{": "}" };
+const CLOSERS = new Set(Object.values(CLOSE));
+
+/** After `operator`, the operator's own symbol (`()`, `<<`, `->`…) is text, not brackets. */
+function operatorSymbolEnd(s, i) {
+  if (!/\boperator\s*$/.test(s.slice(Math.max(0, i - 12), i))) return i;
+  if (s.startsWith("()", i) || s.startsWith("[]", i)) return i + 2;
+  let j = i;
+  while (j < s.length && "<>=-!+*/%&|^~,".includes(s[j])) j++;
+  return j;
+}
+
+/** Where the bracket group opened at ``i`` ends (one past its closer; the end of ``s`` if unclosed). */
+function groupEnd(s, i) {
+  const want = [CLOSE[s[i]]];
+  for (let j = i + 1; j < s.length; j++) {
+    const c = s[j];
+    const op = operatorSymbolEnd(s, j);
+    if (op > j) { j = op - 1; continue; }
+    if (c in CLOSE) want.push(CLOSE[c]);
+    else if (c === ">") {
+      // Only closes a template: "->" and a greater-than inside (…) are text.
+      if (s[j - 1] !== "-" && want[want.length - 1] === ">") want.pop();
+    } else if (CLOSERS.has(c)) {
+      const k = want.lastIndexOf(c);
+      if (k < 0) continue;
+      want.length = k; // closes its group and any "<" left open inside it (a less-than)
+    }
+    if (!want.length) return j + 1;
   }
-  return s.length > max ? `${s.slice(0, max - 1)}…` : s;
+  return s.length;
+}
+
+/** A C++ name at its top level: text runs and whole bracket groups, in order. */
+function topLevel(s) {
+  const parts = [];
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const op = operatorSymbolEnd(s, i);
+    if (op > i) { i = op - 1; continue; }
+    if (!(s[i] in CLOSE) || (s[i] === ">" && s[i - 1] === "-")) continue;
+    if (i > start) parts.push({ open: null, text: s.slice(start, i) });
+    const end = groupEnd(s, i);
+    parts.push({ open: s[i], text: s.slice(i, end) });
+    start = end;
+    i = end - 1;
+  }
+  if (start < s.length) parts.push({ open: null, text: s.slice(start) });
+  return parts;
+}
+
+/**
+ * The qualified function name of a demangled C++ signature, as ["ns", …, "name"]:
+ * no return type, template arguments or parameter list; null when ``s`` does
+ * not look like C++ (an op, a Python frame, a memcpy: those are only cut).
+ */
+export function cppName(s) {
+  const parts = topLevel(s);
+  // Trailing qualifiers and clone suffixes: "… const", "… [clone .kd]".
+  const QUAL = /(\s*\b(const|volatile|noexcept)\b|\s*&&?|\s+)+$/;
+  for (;;) {
+    const last = parts[parts.length - 1];
+    if (last?.open === "[") parts.pop();
+    else if (last?.open === null && QUAL.test(last.text)) {
+      last.text = last.text.replace(QUAL, "");
+      if (!last.text) parts.pop();
+    } else break;
+  }
+  // A parameter list follows the name directly: "f(int)", never "Memcpy HtoD (Pageable -> Device)".
+  const before = parts[parts.length - 2];
+  const hasParams = parts.length > 1 && parts[parts.length - 1].open === "(" &&
+    !(before.open === null && /\s$/.test(before.text));
+  const cxx = hasParams || parts.some((p) => p.open === "<") || parts.some((p) => p.open === null && p.text.includes("::"));
+  if (!cxx) return null;
+  if (hasParams) parts.pop();
+  // Rebuild the qualified name: templates dropped, "(anonymous namespace)" and
+  // lambda scopes kept, a local scope's own parameters shown as "(…)".
+  let out = "";
+  for (const p of parts) {
+    if (p.open === null) out += p.text;
+    else if (p.open === "(") out += /^\(anonymous namespace\)$|^\(\)$/.test(p.text) ? p.text : "(…)";
+    else if (p.open === "{") out += p.text.startsWith("{lambda") ? "{lambda}" : p.text;
+  }
+  // The return type (and any specifiers) is what comes before the last space
+  // outside brackets; bracketed text never holds a top-level space here.
+  out = out.replace(/\s+(const|volatile)(?=::)/g, "").trim();
+  const masked = out.replace(/\(anonymous namespace\)/g, (m) => "_".repeat(m.length));
+  const cut = masked.lastIndexOf(" ");
+  if (cut >= 0) out = out.slice(cut + 1);
+  const names = out.split("::").map((x) => x.trim()).filter(Boolean);
+  if (!names.length) return null;
+  // cutlass::Kernel<cutlass_80_tensorop_…_align8>: the generic wrapper's first
+  // template argument is the kernel a reader knows.
+  const tmpl = parts[parts.length - 1];
+  const arg = tmpl?.open === "<" ? /^<\s*([\w:]+)\s*[,>]/.exec(tmpl.text) : null;
+  if (arg && /^(device_)?[Kk]ernel\d*$/.test(names[names.length - 1])) names[names.length - 1] += `<${arg[1]}>`;
+  return names;
+}
+
+/**
+ * Shorten a long name for a label. A C++ signature loses its return type,
+ * template arguments and parameter list, then leading namespaces until it
+ * fits; the function's own name is always kept, whole. Anything else is cut
+ * at ``max`` characters. Never empty, never ends in "::".
+ */
+export function shortName(name, max = 80) {
+  const s = String(name ?? "").trim();
+  if (!s) return "(unnamed)";
+  // A bare identifier (a cuBLAS or Triton kernel) is the function's own name: kept whole.
+  if (s.length <= max || /^[A-Za-z_$][\w$]*$/.test(s)) return s;
+  const names = cppName(s);
+  if (!names) return `${s.slice(0, max - 1)}…`;
+  const own = names[names.length - 1];
+  // Dropped first: "(anonymous namespace)" tells a reader least.
+  const scope = names.slice(0, -1);
+  const join = () => [...scope, own].join("::");
+  while (scope.length && join().length > max) {
+    const anon = scope.indexOf("(anonymous namespace)");
+    scope.splice(anon >= 0 ? anon : 0, 1);
+  }
+  return join();
 }
