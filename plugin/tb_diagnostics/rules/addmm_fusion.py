@@ -38,8 +38,8 @@ from tb_diagnostics.rules._util import (
     fmt_bytes,
     fmt_count,
     fmt_us,
-    n_steps,
     short_name,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
@@ -56,7 +56,8 @@ class Thresholds:
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
     rows = m.rows_named({"aten::addmm"})
-    rows = rows[m.kind[rows] == Kind.CPU_OP]
+    warm = warm_steps(analysis)
+    rows = warm.host_rows(analysis, rows[m.kind[rows] == Kind.CPU_OP])
     if rows.size < th.min_calls:
         return []
     cv = compiled_view(analysis)
@@ -70,8 +71,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
             origin["nn.Linear (aten::linear)"] += 1
         else:
             origin["direct calls"] += 1
-    steps_n = n_steps(analysis)
-    parts = [f"{fmt_count(v / steps_n)} per step from {k}" for k, v in origin.items() if v]
+    steps_n = warm.n
+    parts = [f"{fmt_count(v / steps_n)} {warm.per} from {k}" for k, v in origin.items() if v]
     text = f"aten::addmm: {', '.join(parts)}."
     ev = [evidence(analysis, int(rows[0]), "an addmm call")]
     if not analysis.cpu_only:
@@ -83,13 +84,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         if gemm.size:
             names, counts = np.unique(m.name[gemm], return_counts=True)
             top = names[np.argmax(counts)]
-            text += (f" On the device: {fmt_count(gemm.size / steps_n)} GEMM kernel(s) per step "
+            text += (f" On the device: {fmt_count(gemm.size / steps_n)} GEMM kernel(s) {warm.per} "
                      f"({fmt_us(m.dur[gemm].sum() / steps_n)}; mostly "
                      f"{short_name(m.strings[int(top)])})")
             ev.append(evidence(analysis, int(gemm[0]), "the GEMM kernel"))
         if copies.size:
             nb = float(np.nansum(m.nbytes[copies]))
-            text += (f" plus {fmt_count(copies.size / steps_n)} bias copy(ies) per step "
+            text += (f" plus {fmt_count(copies.size / steps_n)} bias copy(ies) {warm.per} "
                      f"({fmt_us(m.dur[copies].sum() / steps_n)}"
                      f"{', ' + fmt_bytes(nb / steps_n) if nb > 0 else ''}) before the GEMM: "
                      "the fusion is at the dispatcher level, the GEMM is the same kernel.")
@@ -98,7 +99,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
             text += "; no separate bias copy (the bias rides in the GEMM epilogue)."
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title, message=text,
-        steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE], savings_us=None,
+        steps=warm.steps(analysis), evidence=ev[:MAX_EVIDENCE], savings_us=None,
         confirm=("run the same code eagerly: aten::mm + aten::add appear instead, with the "
                  "same GEMM kernel"))]
 

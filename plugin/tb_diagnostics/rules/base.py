@@ -79,6 +79,9 @@ class Finding:
     savings_us: float | None  # honest per-step estimate, None where none is honest
     confirm: str  # how to check it is real
     artefact: bool = False  # a profiler artefact, not the user's code
+    #: What this finding is about, in a few words (the op, the sync call, the kernel):
+    #: it tells apart findings of one rule in one span, so renderers show it with the title.
+    subject: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class Finding:
             "savings_us": None if self.savings_us is None else round(self.savings_us, 3),
             "confirm": self.confirm,
             "artefact": self.artefact,
+            "subject": self.subject,
         }
 
     @property

@@ -2,7 +2,7 @@
 
 What it detects
     Op names whose CPU total (recursion counted once) is at least
-    ``min_step_share`` of the median step while their self CPU time is at most
+    ``min_step_share`` of a warm step while their self CPU time is at most
     ``max_self_share`` of that total: the cost is in what they call. The
     children (ops and runtime calls) that take the time are named, and the chain
     is followed down while one child holds most of the time (``aten::to →
@@ -31,7 +31,7 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
 from tb_diagnostics.analysis.views.tables import op_table
-from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, n_steps, top_by
+from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, top_by, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule
 
 #: The autograd engine's wrapper around each backward node: always child-dominated;
@@ -41,7 +41,7 @@ _ENGINE = "autograd::engine::evaluate_function"
 
 @dataclass(frozen=True)
 class Thresholds:
-    #: CPU total of the op per step, as a share of the median step.
+    #: CPU total of the op per step, as a share of a warm step (``_util.WarmSteps``).
     min_step_share: float = 0.10
     #: Self CPU time at most this share of the op's CPU total.
     max_self_share: float = 0.10
@@ -57,13 +57,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     windows = analysis.windows
     if not len(table) or not windows:
         return []
-    wall = float(np.median([w.wall_us for w in windows]))
-    steps_n = n_steps(analysis)
-    total_step = table.total_cpu / steps_n
-    self_share = table.self_cpu / np.maximum(table.total_cpu, 1e-9)
-    cand = np.flatnonzero((total_step >= th.min_step_share * wall)
+    warm = warm_steps(analysis)
+    total_step = warm.per_window(table.total_cpu_per_window)
+    self_share = (warm.per_window(table.self_cpu_per_window)
+                  / np.maximum(total_step, 1e-9))
+    cand = np.flatnonzero((warm.share(total_step) >= th.min_step_share)
                           & (self_share <= th.max_self_share))
-    cand = cand[np.argsort(-table.total_cpu[cand], kind="stable")]
+    cand = cand[np.argsort(-total_step[cand], kind="stable")]
     reported: set[int] = set()  # name ids with a finding
     on_paths: set[int] = set()  # name ids on a reported op's chain
     out = []
@@ -74,27 +74,29 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         sid = int(table.name_ids[i])
         if sid in on_paths or m.strings[sid].startswith(_ENGINE):
             continue
-        rows = table.rows_of(analysis, i)
+        rows = warm.host_rows(analysis, table.rows_of(analysis, i))
         path = _descend(analysis, rows)
         path_ids = {m.name_index[n] for n, _ in path}
         if reported and (path_ids & reported or _mostly_inside(analysis, rows, inner, reported)):
             continue
-        kids = [(n, t) for n, t in _children(analysis, rows) if t >= 0.01 * table.total_cpu[i]]
+        kids = [(n, t) for n, t in _children(analysis, rows)
+                if t >= 0.01 * total_step[i] * warm.n]
         reported.add(sid)
         on_paths.update(path_ids | {sid})
-        total = float(table.total_cpu[i])
-        named = ", ".join(f"{n} {fmt_us(t / steps_n)} ({fmt_pct(t / total)})"
+        total = float(total_step[i]) * warm.n
+        named = ", ".join(f"{n} {fmt_us(t / warm.n)} ({fmt_pct(t / total)})"
                           for n, t in kids[: th.children])
         chain = (" — the time sits in " + " → ".join(n for n, _ in path)
                  if len(path) > 1 else "")
         name = m.strings[sid]
         out.append(Finding(
             rule=RULE.id, severity=RULE.severity, title=RULE.title,
-            message=(f"{name}: {fmt_us(total_step[i])} of CPU total per step "
-                     f"({fmt_pct(total_step[i] / wall)} of a median step) but only "
+            subject=name,
+            message=(f"{name}: {fmt_us(total_step[i])} of CPU total {warm.per} "
+                     f"({warm.share_text(total_step[i])}) but only "
                      f"{fmt_pct(self_share[i])} self time; the cost is in its children: "
                      f"{named}{chain}."),
-            steps=[w.step for w in windows],
+            steps=warm.steps(analysis),
             evidence=evidence_rows(analysis, top_by(rows, m.dur[rows], 6),
                                    "a call (its children hold the time)"),
             savings_us=None,

@@ -36,7 +36,13 @@ from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.compiled import FX_GRAPH, compiled_view
 from tb_diagnostics.analysis.views.hierarchy import is_op
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import evidence_rows, fmt_us, step_numbers, steps_text
+from tb_diagnostics.rules._util import (
+    evidence_rows,
+    fmt_us,
+    step_numbers,
+    steps_text,
+    warm_steps,
+)
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -120,7 +126,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         what = "device time"
     cw = window_of_rows(analysis, cv.compiles)
     compiling = set(cw[cw >= 0].tolist())
-    steps_idx = [k for k in range(n) if host[k] > 0 and k not in compiling]
+    warm = warm_steps(analysis).mask
+    steps_idx = [k for k in range(n) if host[k] > 0 and k not in compiling and warm[k]]
     if not steps_idx:
         return []
     h = float(np.median(host[steps_idx]))

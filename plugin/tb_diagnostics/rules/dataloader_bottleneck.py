@@ -30,7 +30,14 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, replayed_saving, steps_text
+from tb_diagnostics.rules._util import (
+    evidence_rows,
+    fmt_pct,
+    fmt_us,
+    replayed_saving,
+    steps_text,
+    warm_steps,
+)
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -46,15 +53,17 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     windows = analysis.windows
     if not windows or not analysis.input_rows.size:
         return []
-    wall = np.asarray([w.wall_us for w in windows])
-    idle = np.asarray([w.idle["input"] for w in windows])
+    warm = warm_steps(analysis)
+    wall = np.asarray([windows[k].wall_us for k in warm.index.tolist()])
+    idle = np.asarray([windows[k].idle["input"] for k in warm.index.tolist()])
     if wall.sum() <= 0:
         return []
     share = float(idle.sum() / wall.sum())
     if share < th.min_share:
         return []
+    worst_w = windows[int(warm.index[int(np.argmax(idle))])]
     worst = int(np.argmax(idle))
-    steps = [w.step for w in windows]
+    steps = warm.steps(analysis)
     m = analysis.model
     rows = analysis.input_rows
     names = {m.name_of(r) for r in rows.tolist()}
@@ -65,14 +74,17 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     # The slowest batches first, as evidence.
     order = np.argsort(-m.dur[rows], kind="stable")
     ev = evidence_rows(analysis, rows[order], "host fetching the next batch")
-    worst_w = windows[worst]
-    where = steps_text(steps) if worst_w.step is not None else "the span"
-    message = (f"The device waited for input {fmt_pct(share)} of the time in {where}: "
-               f"{fmt_us(per_step)} of a mean {fmt_us(wall.mean())} per step "
-               f"(worst: {'step ' + str(worst_w.step) if worst_w.step is not None else 'span'}, "
-               f"{fmt_us(idle[worst])} = {fmt_pct(idle[worst] / wall[worst])}).{how}")
+    if warm.has_steps:
+        message = (f"The device waited for input {fmt_pct(share)} of the time in "
+                   f"{steps_text(steps)}{warm.cold_note}: {fmt_us(per_step)} of a mean "
+                   f"{fmt_us(wall.mean())} per step (worst: step {worst_w.step}, "
+                   f"{fmt_us(idle[worst])} = {fmt_pct(idle[worst] / wall[worst])}).{how}")
+    else:
+        message = (f"The device waited for input {fmt_pct(share)} of the span: "
+                   f"{fmt_us(per_step)} of {fmt_us(wall.sum())}.{how}")
     win = window_of_rows(analysis, rows)
-    in_steps = sorted({windows[k].step for k in win[win >= 0].tolist()}, key=lambda s: s or 0)
+    win = win[warm.in_warm(win)]
+    in_steps = sorted({windows[k].step for k in win.tolist()}, key=lambda s: s or 0)
     named = in_steps or steps
     return [Finding(
         rule=RULE.id, severity="critical" if share >= th.high_share else RULE.severity,

@@ -32,7 +32,14 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.compiled import compiled_view
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import evidence_rows, fmt_count, fmt_pct, fmt_us, step_numbers
+from tb_diagnostics.rules._util import (
+    evidence_rows,
+    fmt_count,
+    fmt_pct,
+    fmt_us,
+    step_numbers,
+    warm_steps,
+)
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -51,7 +58,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
     windows = analysis.windows
     win = window_of_rows(analysis, rows)
-    ok = win >= 0
+    ok = warm_steps(analysis).in_warm(win)
     if not ok.any():
         return []
     rows, win = rows[ok], win[ok]

@@ -33,7 +33,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.comm import collective_rows, step_comm
-from tb_diagnostics.rules._util import fmt_pct, fmt_us, steps_text
+from tb_diagnostics.rules._util import fmt_pct, fmt_us, steps_text, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
 
@@ -60,8 +60,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     wall = np.asarray([w.wall_us for w in windows])
     exposed = sc.exposed_us
     share = np.divide(exposed, wall, out=np.zeros_like(wall), where=wall > 0)
-    hit = (share >= th.min_step_share) & (exposed >= th.min_exposed_us)
-    if hit.sum() < max(1, th.min_steps * len(windows)):
+    warm = warm_steps(analysis)
+    hit = (share >= th.min_step_share) & (exposed >= th.min_exposed_us) & warm.mask
+    if hit.sum() < max(1, th.min_steps * warm.n):
         return []
     idx = np.flatnonzero(hit)
     steps = [windows[k].step for k in idx.tolist()]

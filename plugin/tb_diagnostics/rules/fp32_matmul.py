@@ -42,9 +42,9 @@ from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
     fmt_pct,
     fmt_us,
-    n_steps,
     replayed_saving,
     short_name,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
@@ -120,10 +120,11 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     cc = compute_capability(analysis)
     if cc is None or cc[0] < th.min_compute_major:
         return []
-    kernels = m.rows_of({Kind.KERNEL})
+    warm = warm_steps(analysis)
+    kernels = warm.device_rows(analysis, m.rows_of({Kind.KERNEL}))
     cls = kernel_classes(analysis, kernels)
     dur = m.dur[kernels]
-    total = float(m.dur[m.device_activity_rows].sum())
+    total = float(m.dur[m.device_activity_rows[warm.activities(analysis)]].sum())
     gemm = float(dur[cls != ""].sum())
     fp32 = float(dur[cls == "fp32"].sum())
     low = float(dur[cls == "low"].sum())
@@ -138,7 +139,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     pos = np.searchsorted(m.device_activity_rows, rows)
     ops = op_of[pos]
     op_names = sorted({m.name_of(int(o)) for o in ops[ops >= 0][:200].tolist()})[:4]
-    steps_n = n_steps(analysis)
+    steps_n = warm.n
     advice = ("enable TF32 or bf16 autocast" if cc[0] >= 8 else
               "use fp16 autocast (TF32 needs compute capability 8.0)")
     ev = []
@@ -150,12 +151,12 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"fp32 GEMM/convolution kernels take {fmt_pct(fp32 / total)} of the device "
-                 f"time ({fmt_us(fp32 / steps_n)} per step) on a compute capability "
+                 f"time ({fmt_us(fp32 / steps_n)} {warm.per}) on a compute capability "
                  f"{cc[0]}.{cc[1]} GPU with Tensor Cores, while half-precision kernels are "
                  f"{fmt_pct(low / gemm)} of the GEMM time; e.g. "
                  f"{'; '.join(short_name(t, 60) for t in top)}"
                  f"{' from ' + ', '.join(op_names) if op_names else ''}: {advice}."),
-        steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE],
+        steps=warm.steps(analysis), evidence=ev[:MAX_EVIDENCE],
         # Replayed with the GEMMs at the low-precision peak (None without device peaks).
         savings_us=replayed_saving(analysis, "amp"),
         confirm=("with autocast/TF32 on, the same ops launch kernels named with "

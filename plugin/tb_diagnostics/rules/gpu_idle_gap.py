@@ -38,6 +38,7 @@ from tb_diagnostics.rules._util import (
     fmt_us,
     step_numbers,
     steps_text,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 
@@ -64,12 +65,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         return []
     windows = analysis.windows
     big = g.dur >= th.min_gap_us
-    real = big & ~g.artefact
+    warm = warm_steps(analysis)
+    real = big & ~g.artefact & warm.in_warm(g.window)
     if not real.any():
         return []
-    wall = np.asarray([w.wall_us for w in windows])
     per_win = np.bincount(g.window[real], weights=g.dur[real], minlength=len(windows))
-    share = float(per_win.sum() / wall.sum()) if wall.sum() > 0 else 0.0
+    per_step = float(warm.per_window(per_win))
+    share = float(warm.share(per_step))
     if share < th.min_step_share:
         return []
     idx = np.flatnonzero(real)
@@ -84,12 +86,12 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     art = big & g.artefact
     art_note = (f" {int(art.sum())} gap(s) ({fmt_us(g.dur[art].sum())}) are profiler time and "
                 "not counted." if art.any() else "")
-    per_step = float(per_win.mean())
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"The device idles between kernels: {idx.size} gap(s) of ≥ "
-                 f"{fmt_us(th.min_gap_us)} take {fmt_us(per_step)} per step "
-                 f"({fmt_pct(share)} of the step time, {steps_text(steps)}). Meanwhile the "
+                 f"{fmt_us(th.min_gap_us)} take {fmt_us(per_step)} {warm.per} "
+                 f"({warm.share_text(per_step)}"
+                 f"{', ' + steps_text(steps) if warm.has_steps else ''}). Meanwhile the "
                  f"host was {mix}. Largest: {described}.{art_note} What closing them saves is "
                  "replayed per cause: see the findings on those causes and the What-if "
                  "projections."),

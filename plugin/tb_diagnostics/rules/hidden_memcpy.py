@@ -48,8 +48,8 @@ from tb_diagnostics.rules._util import (
     fmt_bytes,
     fmt_count,
     fmt_us,
-    n_steps,
     steps_text,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
@@ -109,9 +109,14 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     copies, cause = hidden_copies(analysis)
     if not copies.size:
         return []
-    steps_n = n_steps(analysis)
+    warm = warm_steps(analysis)
+    steps_n = warm.n
     win = (analysis.activity_step[np.searchsorted(m.device_activity_rows, copies)]
            if len(analysis.host_steps) else np.zeros(copies.size, dtype=np.int64))
+    keep = warm.in_warm(win)
+    copies, cause, win = copies[keep], cause[keep], win[keep]
+    if not copies.size:
+        return []
     direction = np.asarray([(_DIRECTION.match(m.name_of(r)) or [None, "?"])[1]
                             for r in copies.tolist()])
     keys = {}
@@ -139,14 +144,18 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
             launcher = int(m.launcher[copies[i]])
             if launcher >= 0:
                 ev.append(evidence(analysis, launcher, "the copy's launch"))
-        bytes_text = f", {fmt_bytes(nb / steps_n)}" if nb > 0 else ""
+        if warm.has_steps:
+            bytes_text = f", {fmt_bytes(nb / steps_n)}" if nb > 0 else ""
+            figures = (f"{fmt_count(idx.size / steps_n)} per step{bytes_text}, "
+                       f"{fmt_us(dev / steps_n)} of device time per step")
+        else:
+            figures = (f"{fmt_bytes(nb)}, " if nb > 0 else "") + f"{fmt_us(dev)} of device time"
         out.append(Finding(
-            rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            rule=RULE.id, severity=RULE.severity, title=RULE.title, subject=f"{m.strings[c]} {d}",
             message=(f"{m.strings[c]} makes {d} copies you did not write: {idx.size} in "
-                     f"{steps_text(steps)} ({fmt_count(idx.size / steps_n)} per step{bytes_text}, "
-                     f"{fmt_us(dev / steps_n)} of device time per step), launched by "
+                     f"{steps_text(steps)} ({figures}), launched by "
                      "cudaMemcpyAsync inside it."),
-            steps=steps or [w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE],
+            steps=steps or warm.steps(analysis), evidence=ev[:MAX_EVIDENCE],
             # Replayed without these copies (their device time gone, the rest as it was).
             savings_us=change_saving(analysis, device_removed_change(analysis, rows), steps),
             confirm=("select the copy in the trace and follow its launch flow to the op; the "

@@ -3,9 +3,9 @@
 What it detects
     Op names the program calls directly (not from inside another ``ns::`` op,
     not the autograd engine's bookkeeping) at least ``min_calls_per_step`` times per step
-    (median over steps), each call taking at most ``max_us_per_call`` of CPU
+    (median over warm steps), each call taking at most ``max_us_per_call`` of CPU
     total (its children and launches included), that add up to at least
-    ``min_step_share`` of the median step. The ``max_findings`` costliest are
+    ``min_step_share`` of a warm step. The ``max_findings`` costliest are
     reported. Spans without steps are skipped (no "per step").
 
 Why it matters
@@ -32,7 +32,7 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us
+from tb_diagnostics.rules._util import evidence_rows, fmt_us, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule
 
 #: The autograd engine's per-node bookkeeping: called by the engine, not by the program.
@@ -41,11 +41,11 @@ _ENGINE = "autograd::engine::evaluate_function"
 
 @dataclass(frozen=True)
 class Thresholds:
-    #: Calls per step (median over steps) from which an op is "called very often".
+    #: Calls per step (median over warm steps) from which an op is "called very often".
     min_calls_per_step: float = 100.0
     #: ...each call this cheap (µs of CPU total: a few dispatches and launches)...
     max_us_per_call: float = 50.0
-    #: ...and all its calls this much of the median step (CPU total / wall; xprof
+    #: ...and all its calls this much of a warm step (CPU total / wall; xprof
     #: calls kernel-launch time ≥ 3 % of the step "moderate").
     min_step_share: float = 0.03
     #: Report at most this many ops.
@@ -71,19 +71,19 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         return []
     ids, entry = m.name_groups(rows)
     win = window_of_rows(analysis, rows)
-    ok = win >= 0
+    warm = warm_steps(analysis)
+    ok = warm.in_warm(win)
     n_win = len(windows)
     counted = entry[ok]
     per_win = np.bincount(counted.astype(np.int64) * n_win + win[ok],
-                          minlength=ids.size * n_win)
-    calls_step = np.median(per_win.reshape(ids.size, n_win), axis=1)
+                          minlength=ids.size * n_win).reshape(ids.size, n_win)
+    calls_step = np.median(per_win[:, warm.index], axis=1)
     total = np.bincount(counted, weights=m.dur[rows[ok]], minlength=ids.size)
     calls = np.bincount(counted, minlength=ids.size)
-    del counted, ok
+    del counted
     per_call = total / np.maximum(calls, 1)
-    total_step = total / len(windows)
-    wall = float(np.median([w.wall_us for w in windows]))
-    share = total_step / wall if wall > 0 else np.zeros(ids.size)
+    total_step = total / warm.n
+    share = warm.share(total_step)
     engine = np.asarray([m.strings[i].startswith(_ENGINE) for i in ids.tolist()], dtype=bool)
     hit = np.flatnonzero((calls_step >= th.min_calls_per_step)
                          & (per_call <= th.max_us_per_call)
@@ -92,15 +92,17 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     out = []
     for i in hit.tolist():
         name = m.strings[int(ids[i])]
-        mine = rows[(entry == i) & (win == 0)]
-        self_call = float(m.self_time(rows[entry == i]).mean())
+        first = int(warm.index[0]) if warm.index.size else 0
+        mine = rows[(entry == i) & (win == first)]
+        self_call = float(m.self_time(rows[(entry == i) & ok]).mean())
         out.append(Finding(
             rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            subject=name,
             message=(f"{name} is called {calls_step[i]:.0f} times per step at "
                      f"{fmt_us(per_call[i])} each (self {fmt_us(self_call)}); the calls "
                      f"take {fmt_us(total_step[i])} per step "
-                     f"({fmt_pct(share[i])} of a median step): fuse or batch them."),
-            steps=[w.step for w in windows],
+                     f"({warm.share_text(total_step[i])}): fuse or batch them."),
+            steps=warm.steps(analysis),
             evidence=evidence_rows(analysis, mine[:8], "one of the calls"), savings_us=None,
             confirm=("count the calls per step in the profiler table (# of Calls / steps); "
                      "after batching, the count and the step's host time should both drop")))

@@ -47,7 +47,14 @@ from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, outermost_op
 from tb_diagnostics.analysis.views.pystack import python_stack, user_frame
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import MAX_EVIDENCE, change_saving, fmt_pct, fmt_us, steps_text
+from tb_diagnostics.rules._util import (
+    MAX_EVIDENCE,
+    WarmSteps,
+    change_saving,
+    fmt_us,
+    steps_text,
+    warm_steps,
+)
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
 
@@ -66,7 +73,7 @@ class Thresholds:
     #: A site is reported when the device idle it causes reaches this much per step
     #: (µs; HTA's runtime-call outlier cut-off is the same 50 µs).
     min_idle_per_step_us: float = 50.0
-    #: Findings whose savings reach this share of the median step are critical.
+    #: Findings whose device idle per step reaches this share of a warm step are critical.
     critical_share: float = 0.2
 
 
@@ -146,15 +153,33 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         site.calls.append(r)
         site.idle.append(idle)
         site.windows.add(k)
-    n_steps = max(len(windows), 1)
-    median_wall = float(np.median([w.wall_us for w in windows])) if windows else 0.0
+    warm = warm_steps(analysis)
     out = []
     for site in sites.values():
-        per_step = sum(site.idle) / n_steps
+        # Per warm step: a sync the cold step alone ran is one-time cost (cold-start-step).
+        in_warm = warm.in_warm(window_of_rows(analysis, np.asarray(site.calls)))
+        per_step = float(np.asarray(site.idle)[in_warm].sum()) / warm.n
         if per_step < th.min_idle_per_step_us:
             continue
-        out.append(_finding(analysis, site, per_step, median_wall, th))
+        out.append(_finding(analysis, site, per_step, warm, th))
     return out
+
+
+def _subject(analysis: SpanAnalysis, site: _Site) -> str:
+    """``aten::item → cudaMemcpyAsync in train_step (train.py:42)``: the op and call that
+    sync, and the user's line that called them."""
+    m = analysis.model
+    row = site.calls[0]
+    top = int(outermost_op(analysis)[row])
+    subject = (f"{m.name_of(top)} → {m.name_of(row)}" if top >= 0 and top != row
+               else site.label.rsplit(" → ", 1)[0] if " → " in site.label else site.label)
+    if site.frame:
+        where, _, func = site.frame[1].partition(": ")
+        file, _, line = where.rpartition("(")
+        file = file.rsplit("/", 1)[-1]
+        subject += (f" in {func} ({file}:{line.rstrip(')')})" if func and file
+                    else f" from {site.frame[1]}")
+    return subject
 
 
 def _position(analysis: SpanAnalysis, row: int, k: int) -> str:
@@ -167,7 +192,7 @@ def _position(analysis: SpanAnalysis, row: int, k: int) -> str:
     return f"{where} step {w.step}"
 
 
-def _finding(analysis: SpanAnalysis, site: _Site, per_step: float, median_wall: float,
+def _finding(analysis: SpanAnalysis, site: _Site, per_step: float, warm: WarmSteps,
              th: Thresholds) -> Finding:
     m = analysis.model
     calls = np.asarray(site.calls)
@@ -183,14 +208,15 @@ def _finding(analysis: SpanAnalysis, site: _Site, per_step: float, median_wall: 
         head = (f"{site.label} blocked the host {len(calls)} times in {steps_text(steps)} "
                 f"({fmt_us(m.dur[calls].sum())} in all, longest {fmt_us(m.dur[worst])} "
                 f"{_position(analysis, worst, worst_k)}){caller}")
-    share = per_step / median_wall if median_wall > 0 else 0.0
+    share = float(warm.share(per_step))
     message = (f"{head}; the device sat idle {fmt_us(idle.sum())} because of it "
-               f"({fmt_us(per_step)} per step, {fmt_pct(share)} of a median step).")
+               f"({fmt_us(per_step)} {warm.per}, {warm.share_text(per_step)}).")
     severity = "critical" if share >= th.critical_share else RULE.severity
     # Replayed: without these calls' waits the host runs ahead; the device work stays.
     saving = change_saving(analysis, sync_change(analysis, calls), steps)
     return Finding(
         rule=RULE.id, severity=severity, title=RULE.title, message=message, steps=steps,
+        subject=_subject(analysis, site),
         evidence=_evidence(analysis, site, calls, idle), savings_us=saving,
         confirm=("run with torch.cuda.set_sync_debug_mode('warn') to see each synchronizing "
                  "call with its Python line; remove or defer it and re-profile: the device "

@@ -45,6 +45,7 @@ from tb_diagnostics.rules._util import (
     step_numbers,
     steps_text,
     top_by,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
@@ -66,7 +67,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if rf.peaks is None or not rf.figures:
         return []
     windows = analysis.windows
-    chosen = [k for k, w in enumerate(windows) if w.verdict == "compute-bound"]
+    warm = warm_steps(analysis).mask
+    chosen = [k for k, w in enumerate(windows) if w.verdict == "compute-bound" and warm[k]]
     if not chosen:
         return []
     sg = step_groups(analysis)

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, n_steps
+from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
 
@@ -42,7 +42,8 @@ class Thresholds:
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
     rows = m.rows_named({"aten::matmul"})
-    rows = rows[m.kind[rows] == Kind.CPU_OP]
+    warm = warm_steps(analysis)
+    rows = warm.host_rows(analysis, rows[m.kind[rows] == Kind.CPU_OP])
     if not rows.size:
         return []
     resolved: Counter[str] = Counter()
@@ -56,7 +57,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         example.setdefault(target, r)
     if sum(resolved.values()) < th.min_calls:
         return []
-    steps_n = n_steps(analysis)
+    steps_n = warm.n
     parts = []
     ev = []
     for target, count in resolved.most_common():
@@ -66,7 +67,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                 "aten::mm": "2-D, or leading dimensions folded into one 2-D product"
                 }.get(target, "vectors")
         shape = f", e.g. {dims}" if dims else ""
-        parts.append(f"to {target} {fmt_count(count / steps_n)} time(s) per step ({rank}{shape})")
+        parts.append(f"to {target} {fmt_count(count / steps_n)} time(s) {warm.per} "
+                     f"({rank}{shape})")
         ev.append(evidence(analysis, r, f"aten::matmul → {target}"))
         kid = next((k for k in m.children(r).tolist() if m.name_of(k) == target), -1)
         if kid >= 0:
@@ -74,7 +76,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message="aten::matmul resolves " + "; ".join(parts) + ".",
-        steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE], savings_us=None,
+        steps=warm.steps(analysis), evidence=ev[:MAX_EVIDENCE], savings_us=None,
         confirm="record_shapes=True shows the input ranks of each aten::matmul call")]
 
 

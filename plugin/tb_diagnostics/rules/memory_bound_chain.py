@@ -39,11 +39,11 @@ from tb_diagnostics.rules._util import (
     fmt_bytes,
     fmt_count,
     fmt_us,
-    n_steps,
     replayed_saving,
     short_name,
     step_numbers,
     steps_text,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
@@ -65,9 +65,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if not chains:
         return []
     m = analysis.model
-    n = n_steps(analysis)
+    warm = warm_steps(analysis)
+    chains = [c for c in chains if warm.mask[c.step]] if warm.mask.size else chains
+    if not chains:
+        return []
+    n = warm.n
     saving = sum(c.saving_us for c in chains) / n
-    busy = sum(w.device_busy_us for w in analysis.windows) / n
+    busy = sum(analysis.windows[k].device_busy_us for k in warm.index.tolist()) / n
     if saving < th.min_saving_us or saving < th.min_saving_share * busy:
         return []
     kinds: dict[tuple[str, ...], list[Chain]] = {}

@@ -31,7 +31,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import launching_op
-from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, fmt_us, n_steps
+from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, fmt_us, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
 
@@ -66,7 +66,8 @@ def _misaligned(dims_text: str | None, types_text: str | None, multiple: int) ->
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
     rows = m.rows_named(GEMM_OPS)
-    rows = rows[(m.kind[rows] == Kind.CPU_OP) & (m.input_dims[rows] >= 0)]
+    warm = warm_steps(analysis)
+    rows = warm.host_rows(analysis, rows[(m.kind[rows] == Kind.CPU_OP) & (m.input_dims[rows] >= 0)])
     if not rows.size:
         return []
     verdicts: dict[tuple[int, int], bool] = {}
@@ -90,7 +91,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, r in enumerate(bad_rows.tolist()):
         groups[(m.name_of(r), m.string(int(m.input_dims[r])) or "?")].append(i)
-    steps_n = n_steps(analysis)
+    steps_n = warm.n
     ranked = sorted(groups.items(), key=lambda kv: -float(device_us[kv[1]].sum()))
     texts, ev = [], []
     for (op, dims), idx in ranked[: th.max_shapes]:
@@ -106,7 +107,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         message=(f"{fmt_count(bad_rows.size / steps_n)} fp16/bf16 GEMM call(s) per step have "
                  f"a last-two dimension that is not a multiple of {th.multiple} "
                  f"({fmt_us(total_dev)} of device time per step): " + "; ".join(texts) + "."),
-        steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE],
+        steps=warm.steps(analysis), evidence=ev[:MAX_EVIDENCE],
         savings_us=None,
         confirm=(f"pad the dimension to a multiple of {th.multiple} and compare the kernel: "
                  "its name changes (e.g. align1 → align8) and its time drops"))]

@@ -32,7 +32,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
-from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, fmt_us, n_steps, short_name
+from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, fmt_us, short_name, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
 OCCUPANCY = re.compile(r"^(?:cuda|hip)OccupancyMaxActiveBlocksPerMultiprocessor")
@@ -48,10 +48,11 @@ class Thresholds:
 
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
-    queries = m.rows_matching(OCCUPANCY)
+    warm = warm_steps(analysis)
+    queries = warm.host_rows(analysis, m.rows_matching(OCCUPANCY))
     if not queries.size:
         return []
-    launches = m.rows_matching(LAUNCH)
+    launches = warm.host_rows(analysis, m.rows_matching(LAUNCH))
     inner = innermost_op(analysis)
     paired_launch: list[int] = []
     paired_query: list[int] = []
@@ -72,7 +73,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     pl = np.asarray(paired_launch)
     acts = m.device_activity_rows
     kernels = acts[np.isin(m.launcher[acts], pl)]
-    steps_n = n_steps(analysis)
+    steps_n = warm.n
     ops = Counter(m.name_of(int(o)) for o in inner[pl].tolist() if o >= 0)
     kern = Counter(m.name_of(int(k)) for k in kernels.tolist())
     other = launches.size - pl.size
@@ -86,13 +87,14 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     ev += [evidence(analysis, int(k), "a heavyweight kernel") for k in kernels[:2].tolist()]
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
-        message=(f"{fmt_count(pl.size / steps_n)} launch(es) per step are preceded by an occupancy "
-                 f"query ({fmt_us(q_time)} of host time per step): heavyweight, adaptively "
+        message=(f"{fmt_count(pl.size / steps_n)} launch(es) {warm.per} are preceded by an "
+                 f"occupancy query ({fmt_us(q_time)} of host time {warm.per}): heavyweight, "
+                 "adaptively "
                  f"launched kernels from {op_text or 'unknown ops'}"
                  f"{', e.g. ' + k_text if k_text else ''}. The other "
-                 f"{fmt_count(other / steps_n)} launch(es) per step have none (light "
+                 f"{fmt_count(other / steps_n)} launch(es) {warm.per} have none (light "
                  "elementwise or reduction kernels)."),
-        steps=[w.step for w in analysis.windows], evidence=ev[:MAX_EVIDENCE], savings_us=None,
+        steps=warm.steps(analysis), evidence=ev[:MAX_EVIDENCE], savings_us=None,
         confirm=("expand one of these launches in the trace: the occupancy call sits right "
                  "before cudaLaunchKernel inside the GEMM/conv op"))]
 

@@ -40,9 +40,9 @@ from tb_diagnostics.rules._util import (
     fmt_bytes,
     fmt_count,
     fmt_us,
-    n_steps,
     step_numbers,
     steps_text,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
@@ -64,12 +64,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     sel = np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
     win = (analysis.activity_step if len(analysis.host_steps)
            else np.zeros(acts.size, dtype=np.int64))
-    sel &= win >= 0
+    warm = warm_steps(analysis)
+    sel &= warm.in_warm(win)
     if not sel.any():
         return []
     copies, cwin = acts[sel], win[sel]
     launcher = m.launcher[copies]
-    steps_n = n_steps(analysis)
+    steps_n = warm.n
     host = float(m.dur[launcher[launcher >= 0]].sum()) / steps_n
     if host < th.min_host_us_per_step:
         return []
@@ -97,10 +98,11 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     steps = step_numbers(analysis, cwin)
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
-        message=(f"{fmt_count(copies.size / steps_n)} host→device copies per step from "
-                 f"pageable memory ({fmt_bytes(nbytes)}, {fmt_us(dev)} on the device) in "
-                 f"{steps_text(steps)}; their cudaMemcpyAsync blocks the host {fmt_us(host)} "
-                 f"per step{' (' + ', '.join(who) + ')' if who else ''}{where}."),
+        message=(f"{fmt_count(copies.size / steps_n)} host→device copies {warm.per} from "
+                 f"pageable memory ({fmt_bytes(nbytes)}, {fmt_us(dev)} on the device)"
+                 f"{' in ' + steps_text(steps) if warm.has_steps else ''}; their "
+                 f"cudaMemcpyAsync blocks the host {fmt_us(host)} {warm.per}"
+                 f"{' (' + ', '.join(who) + ')' if who else ''}{where}."),
         # Replayed with pinned memory: the copies' calls return at once.
         steps=steps, evidence=ev[:MAX_EVIDENCE],
         savings_us=change_saving(analysis, pinned_change(analysis, launcher[launcher >= 0]),

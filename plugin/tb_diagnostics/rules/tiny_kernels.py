@@ -40,6 +40,7 @@ from tb_diagnostics.rules._util import (
     replayed_saving,
     step_numbers,
     steps_text,
+    warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule
 from tb_diagnostics.trace.categories import Kind
@@ -79,7 +80,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     busy = np.asarray([w.device_busy for w in windows])
     frac = small / np.maximum(total, 1)
     hit = np.flatnonzero((frac >= th.min_fraction) & (small >= th.min_per_step)
-                         & (busy < th.max_busy))
+                         & (busy < th.max_busy) & warm_steps(analysis).mask)
     if not hit.size:
         return []
     sel = tiny & np.isin(win, hit)
@@ -104,7 +105,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         message=(f"{int(small[hit].mean()):d} kernels per step ({fmt_pct(float(frac[hit].mean()))} "
                  f"of them) run shorter than their launch call in {steps_text(steps)}: median "
                  f"kernel {fmt_us(k_dur)} vs launch {fmt_us(l_dur)}. Launching them costs the "
-                 f"host {fmt_us(host_cost)} per step for {fmt_us(dev_work)} of device work; "
+                 f"host {fmt_us(host_cost)} {warm_steps(analysis).per} for {fmt_us(dev_work)} of "
+                 "device work; "
                  f"the device is busy {fmt_pct(float(busy[hit].mean()))}.{graph_note}"),
         # Replayed with the step's launches as CUDA graphs.
         steps=steps, evidence=ev, savings_us=replayed_saving(analysis, "graphs", steps),

@@ -32,6 +32,11 @@ class OpTable:
     self_device: np.ndarray  # µs of device activities launched directly by the op
     op_window: np.ndarray  # for each of analysis.op_rows, its window index or -1
     op_entry: np.ndarray  # for each of analysis.op_rows, its index into name_ids
+    #: (names, windows) µs: self CPU, CPU total and self device per window, so that
+    #: per-step figures can leave a cold step out (rules._util.warm_steps).
+    self_cpu_per_window: np.ndarray
+    total_cpu_per_window: np.ndarray
+    self_device_per_window: np.ndarray
 
     def __len__(self) -> int:
         return int(self.name_ids.shape[0])
@@ -71,11 +76,16 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     per_win = np.bincount(entry[ok].astype(np.int64) * n_win + win[ok],
                           minlength=n * n_win).reshape(n, n_win)
     del ok
-    self_cpu = np.bincount(entry, weights=m.self_time(ops), minlength=n)
+    self_t = m.self_time(ops)
+    self_cpu = np.bincount(entry, weights=self_t, minlength=n)
     dur = m.dur[ops]
     dur[nested] = 0.0  # already inside an op of the same name
     total_cpu = np.bincount(entry, weights=dur, minlength=n)
-    del dur, nested
+    cell = entry.astype(np.int64) * n_win + win
+    ok = win >= 0
+    self_pw = np.bincount(cell[ok], weights=self_t[ok], minlength=n * n_win).reshape(n, n_win)
+    total_pw = np.bincount(cell[ok], weights=dur[ok], minlength=n * n_win).reshape(n, n_win)
+    del dur, nested, self_t, cell, ok
 
     acts = m.device_activity_rows
     op_of = launching_op(analysis)
@@ -84,11 +94,17 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     pos = np.minimum(pos, max(n - 1, 0))
     match = n > 0 and name_ids[pos] == m.name[op_of[has]]
     self_dev = np.zeros(n)
+    dev_pw = np.zeros((n, n_win))
     if n:
         np.add.at(self_dev, pos[match], m.dur[acts[has]][match])
+        act_win = (analysis.activity_step[has] if len(analysis.host_steps)
+                   else np.zeros(int(has.sum()), dtype=np.int64))
+        sel = match & (act_win >= 0)
+        np.add.at(dev_pw, (pos[sel], act_win[sel]), m.dur[acts[has]][sel])
     return OpTable(name_ids=name_ids, calls=calls, calls_per_window=per_win,
                    self_cpu=self_cpu, total_cpu=total_cpu, self_device=self_dev,
-                   op_window=win, op_entry=entry)
+                   op_window=win, op_entry=entry, self_cpu_per_window=self_pw,
+                   total_cpu_per_window=total_pw, self_device_per_window=dev_pw)
 
 
 def _recursive(analysis: SpanAnalysis, ops: np.ndarray) -> np.ndarray:
