@@ -288,3 +288,48 @@ def test_big_files_do_not_hold_the_loaders_small_runs_need():
     finally:
         gate.set()
         loader.shutdown()
+
+
+def test_a_small_file_that_inflates_past_the_budget_moves_to_the_big_pool(tmp_path,
+                                                                          monkeypatch):
+    """Two gzip bombs requested first (small on disk, huge inside) free their loaders as
+    soon as they outgrow the small pool's budget, and a good run is ready at once."""
+    import gzip
+
+    from tb_diagnostics.server import loader as loader_mod
+    from tb_diagnostics.server.present import load_and_summarise
+
+    monkeypatch.setattr(loader_mod, "SMALL_LOAD_INFLATE_BYTES", 4 << 20)
+    log = tmp_path / "log"
+    ev = b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":5}'
+    for name in ("bomb1", "bomb2"):
+        (log / name).mkdir(parents=True)
+        with gzip.open(log / name / "w.1.pt.trace.json.gz", "wb", compresslevel=1) as fh:
+            fh.write(b'{"traceEvents": [' + ev % 1 + b",")
+            for _ in range(64):  # 64 MiB of spaces: seconds of inflating
+                fh.write(b" " * (1 << 20))
+            fh.write(ev % 10 + b"]}")
+    write_run(log, run="good")
+    files = {f.run: f for f in scan_logdir(str(log)).files}
+    moved: list[str] = []
+    loader = SpanLoader(load_and_summarise, workers=2)
+    real_big_pool_submit = loader._big_pool.submit
+
+    def spy(fn, key, f, *rest):
+        moved.append(f.run)
+        return real_big_pool_submit(fn, key, f, *rest)
+
+    loader._big_pool.submit = spy
+    try:
+        loader.get(files["bomb1"])
+        loader.get(files["bomb2"])
+        t0 = time.monotonic()
+        good = loader.wait(files["good"], timeout=30)
+        waited = time.monotonic() - t0
+        assert good.error is None and [s["step"] for s in good.summary["steps"]] == [0, 1]
+        assert waited < 10  # not the bombs' seconds of inflating, twice over
+        bomb = loader.wait(files["bomb1"], timeout=60)
+        assert bomb.error is None and len(bomb.analysis.model) == 2  # loaded all the same
+        assert sorted(moved) == ["bomb1", "bomb2"]
+    finally:
+        loader.shutdown()

@@ -10,7 +10,9 @@ per-step detail reloads.
 
 Files of ``BIG_FILE_BYTES`` or more load on a pool of their own, one at a time, so
 that two huge (or hostile) files requested first never hold the loaders that small runs
-need.
+need. A small file that inflates past ``SMALL_LOAD_INFLATE_BYTES`` (a gzip bomb, or a
+trace that compresses 20×) is moved to that pool as soon as it does. After a load that
+failed, or one of a big file, the memory its parse freed is handed back to the system.
 
 Entries are keyed by ``(url, size, mtime)``: a file the profiler rewrites,
 or one that was truncated on the first look, gets a fresh load.
@@ -18,6 +20,9 @@ or one that was truncated on the first look, gets a fresh load.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import logging
 import threading
 import time
@@ -33,6 +38,7 @@ from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.errors import DiagnosticsError
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.stream import OverBudget, inflate_budget
 
 _log = logging.getLogger(__name__)
 
@@ -40,6 +46,9 @@ Key = tuple[str, int | None, float | None]
 
 #: Files this large on disk load on the big-file pool (one at a time).
 BIG_FILE_BYTES = 64 << 20
+#: A load on the small pool that inflates more JSON than this moves to the big-file pool
+#: (a 256 MiB trace takes a few seconds: longer would hold a loader small runs need).
+SMALL_LOAD_INFLATE_BYTES = 256 << 20
 #: ``work(file, progress) -> (analysis, summary)``; raises DiagnosticsError for a bad file.
 Work = Callable[[SpanFile, "Progress"], tuple[SpanAnalysis, dict[str, Any]]]
 
@@ -86,6 +95,29 @@ def _resident(v: object) -> int:
     return v.itemsize if v.ndim == 1 and v.strides == (0,) else v.nbytes
 
 
+def release_memory() -> None:
+    """Hand the memory a finished parse freed back to the system.
+
+    A parse allocates millions of small objects; once freed, glibc keeps their arenas
+    mapped, so the process would stay gigabytes large after one failed bomb.
+    """
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+_LIBC = _libc()
+
+
 def model_nbytes(model: TraceModel) -> int:
     """An estimate of a model's memory: its columns, its strings, and as much again
     for the analysis' derived views (intervals, indexes, call trees)."""
@@ -128,9 +160,14 @@ class SpanLoader:
             if running is not None:
                 return running[1]
             progress = Progress(file=f)
-            pool = self._big_pool if (f.size or 0) >= BIG_FILE_BYTES else self._pool
-            future = pool.submit(self._load, key, f, progress)
-            self._loads[key] = (future, progress)
+            # The load's own future: a load moved to the big pool keeps it.
+            done: Future = Future()
+            if (f.size or 0) >= BIG_FILE_BYTES:
+                self._big_pool.submit(self._load, key, f, progress, done, None)
+            else:
+                self._pool.submit(self._load, key, f, progress, done,
+                                  SMALL_LOAD_INFLATE_BYTES)
+            self._loads[key] = (done, progress)
             return progress
 
     def wait(self, f: SpanFile, timeout: float | None = None) -> Loaded:
@@ -171,12 +208,21 @@ class SpanLoader:
         self._big_pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- the pool side ------------------------------------------------------
-    def _load(self, key: Key, f: SpanFile, progress: Progress) -> Loaded:
+    def _load(self, key: Key, f: SpanFile, progress: Progress, done: Future,
+              budget: int | None) -> None:
         try:
-            analysis, summary = self._work(f, progress)
+            with inflate_budget(budget):
+                analysis, summary = self._work(f, progress)
             entry = Loaded(file=f, summary=summary, error=None, analysis=analysis,
                            nbytes=model_nbytes(analysis.model))
             progress.set("ready", 1.0)
+        except OverBudget:
+            # Larger inside than on disk: start again among the big files, and free this
+            # loader for the small runs now.
+            progress.stage, progress.fraction = "queued", 0.0
+            release_memory()
+            self._big_pool.submit(self._load, key, f, progress, done, None)
+            return
         except DiagnosticsError as exc:
             entry = Loaded(file=f, summary=None, error=str(exc))
             progress.set("error", 1.0)
@@ -200,7 +246,9 @@ class SpanLoader:
                 self._resident[key] = entry.nbytes
             self._evict()
             self._loads.pop(key, None)
-        return entry
+        if entry.error or budget is None:
+            release_memory()
+        done.set_result(entry)
 
     def _evict(self) -> None:
         """Drop analyses (LRU) over the count or byte bound; then old summaries."""

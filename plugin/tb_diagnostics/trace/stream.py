@@ -18,11 +18,13 @@ error message or handles the odd layout.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from typing import IO, Any
 
 import msgspec
@@ -49,6 +51,27 @@ class NotStreamable(Exception):
 
 class TraceTooLarge(Exception):
     """The JSON is larger than the configured limit (see :func:`max_trace_bytes`)."""
+
+
+class OverBudget(Exception):
+    """More JSON came out than the caller's :func:`inflate_budget` allows: the caller
+    (the tab's loader) moves the file to the queue for big files."""
+
+
+#: The bytes of JSON a load on this thread may inflate before :class:`OverBudget`.
+_BUDGET: ContextVar[int | None] = ContextVar("tb_diagnostics_inflate_budget", default=None)
+
+
+@contextlib.contextmanager
+def inflate_budget(limit: int | None) -> Iterator[None]:
+    """Within the block, reading more than ``limit`` bytes of JSON raises
+    :class:`OverBudget` (a 1 MB gzip can inflate to gigabytes: its size on disk says
+    little about the work it is)."""
+    token = _BUDGET.set(limit)
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 def available_memory_bytes() -> int | None:
@@ -95,15 +118,19 @@ def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES,
     """The file's JSON bytes in blocks, gunzipped on the fly when it starts with gzip's magic.
 
     Raises :class:`TraceTooLarge` once more than ``limit`` bytes (default
-    :func:`max_trace_bytes`) have come out.
+    :func:`max_trace_bytes`) have come out, and :class:`OverBudget` past the thread's
+    :func:`inflate_budget`.
     """
     limit = max_trace_bytes() if limit is None else limit
+    budget = _BUDGET.get()
     total = 0
     for out in _raw_blocks(fh, block):
         total += len(out)
         if total > limit:
             raise TraceTooLarge(f"larger than the {limit / (1 << 20):.0f} MiB limit "
                                 "(set TB_DIAGNOSTICS_MAX_TRACE_MB to analyse it)")
+        if budget is not None and total > budget:
+            raise OverBudget(total)
         yield out
 
 
