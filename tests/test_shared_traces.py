@@ -88,16 +88,24 @@ def test_every_shared_trace_loads(report, shared_traces):
 
 
 def test_traces_with_steps_list_them_and_the_rest_are_one_window(report, shared_traces):
+    """Without ProfilerStep#, a span is one window, or the iterations inferred from what
+    repeats (tests/test_iterations.py checks how many), flagged and numbered from 0."""
     for r in report["runs"]:
         for w in r["workers"]:
             for s in w["spans"]:
                 text = gzip.decompress((shared_traces / s["file"]).read_bytes()).decode()
                 has_steps = '"name": "ProfilerStep#' in text or '"name":"ProfilerStep#' in text
                 numbers = [st["step"] for st in s["steps"]]
+                inferred = [st for st in s["steps"] if "inferred" in st["flags"]]
                 if has_steps:
                     assert None not in numbers and numbers == sorted(numbers), s["file"]
+                    assert not inferred, s["file"]
+                elif numbers == [None]:
+                    assert any("analysed as one window" in n for n in s["notes"]), s["file"]
                 else:
-                    assert numbers == [None], s["file"]
+                    assert numbers == list(range(len(numbers))) and len(numbers) >= 2, s["file"]
+                    assert len(inferred) == len(numbers), s["file"]
+                    assert any("iterations inferred from" in n for n in s["notes"]), s["file"]
 
 
 def test_resnet_workers0_waits_for_input(report):

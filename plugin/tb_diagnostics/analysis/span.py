@@ -216,6 +216,8 @@ class SpanAnalysis:
             w = self.windows[index]
             tree = call_tree(self.model, w.row, w.host_start, w.host_end,
                              self.window_activity_rows(index))
+            if self.host_steps.inferred:  # no step event to name the root after
+                tree.name = f"iteration {w.step} (inferred)"
             self._call_trees[index] = tree
         return tree
 
@@ -277,7 +279,8 @@ class SpanAnalysis:
             out.append(StepWindow(
                 index=k,
                 step=int(hs.numbers[k]) if has_steps else None,
-                row=int(hs.rows[k]) if has_steps else -1,
+                # An inferred step has no step event (its row only starts the iteration).
+                row=int(hs.rows[k]) if has_steps and not hs.inferred else -1,
                 host_start=float(hs.host_start[k]) if has_steps else float(lo[k]),
                 host_end=float(hs.host_end[k]) if has_steps else float(hi[k]),
                 start=float(lo[k]),
@@ -290,6 +293,7 @@ class SpanAnalysis:
                 self_device_us=None if self.cpu_only else float(stats["self_device"][k]),
                 ops=int(stats["ops"][k]),
                 kernels=int(stats["kernels"][k]),
+                flags=["inferred"] if hs.inferred else [],
             ))
         return out
 

@@ -1,6 +1,7 @@
 """Step windows: the unit every verdict and finding is about.
 
-A step is a host-side ``ProfilerStep#N`` event. Steps partition time *on the
+A step is a host-side ``ProfilerStep#N`` event; in a trace without any, an iteration
+inferred from what repeats on the main thread (:mod:`.iterations`), numbered from 0. Steps partition time *on the
 device side*: step N spans ``[b_N, b_N+1)`` with
 ``b_N = max(host start of N, end of the last device activity of step N-1)``,
 so device work that a step launched but that ran after the host moved on is
@@ -50,12 +51,29 @@ class StepWindow:
 
 @dataclass(frozen=True)
 class HostSteps:
-    """The ProfilerStep#N events of a trace, one per step number, in time order."""
+    """The ProfilerStep#N events of a trace, one per step number, in time order.
+
+    Inferred steps (``inferred_from`` set) have no step event: ``rows`` are the main
+    thread's first call of each iteration, and the host windows are the iterations'.
+    """
 
     rows: np.ndarray
     numbers: np.ndarray
     host_start: np.ndarray
     host_end: np.ndarray
+    inferred_from: str | None = None  # what the iterations were inferred from, in words
+
+    @property
+    def inferred(self) -> bool:
+        return self.inferred_from is not None
+
+    @property
+    def note(self) -> str | None:
+        """The span's note on inferred steps (None for ProfilerStep# steps)."""
+        if self.inferred_from is None:
+            return None
+        return (f"no ProfilerStep# events: {len(self)} iterations inferred from "
+                f"{self.inferred_from}; their steps are numbered from 0 and flagged 'inferred'")
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -99,8 +117,9 @@ def per_window_sum(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, rows: np.n
     return out
 
 
-def find_host_steps(model: TraceModel) -> HostSteps:
-    """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins)."""
+def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
+    """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins); without any,
+    the iterations :func:`~.iterations.infer_iterations` finds (unless ``infer`` is off)."""
     # Step numbers past what a float64 holds exactly are no step counter's: not steps.
     ids = [i for i, s in enumerate(model.strings) if (g := STEP_NAME.match(s))
            and len(g.group(1)) <= 15]
@@ -113,6 +132,14 @@ def find_host_steps(model: TraceModel) -> HostSteps:
     rows, numbers = rows[first], numbers[first]
     order = np.argsort(model.start[rows], kind="stable")
     rows, numbers = rows[order], numbers[order]
+    if not rows.size and infer:
+        from tb_diagnostics.analysis.iterations import infer_iterations
+
+        it = infer_iterations(model)
+        if it is not None:
+            return HostSteps(rows=it.rows, numbers=np.arange(len(it), dtype=np.int64),
+                             host_start=it.host_start, host_end=it.host_end,
+                             inferred_from=it.source)
     return HostSteps(rows=rows, numbers=numbers, host_start=model.start[rows],
                      host_end=model.end[rows])
 

@@ -65,12 +65,15 @@ def _host_timepoints(analysis: SpanAnalysis, acts: np.ndarray):
     m = analysis.model
     launchers = np.unique(m.launcher[acts][m.launcher[acts] >= 0])
     syncs = analysis.sync_rows
-    steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
+    hs = analysis.host_steps
+    steps = hs.rows if len(hs) else np.zeros(0, np.int64)
     rows = np.concatenate([syncs, launchers, syncs, steps, steps]).astype(np.int64)
     kind = np.concatenate([np.full(syncs.size, SYNC_START), np.full(launchers.size, LAUNCH),
                            np.full(syncs.size, SYNC_END), np.full(2 * steps.size, MARK)])
-    time = np.concatenate([m.start[syncs], m.start[launchers], m.end[syncs], m.start[steps],
-                           m.end[steps]])
+    # The windows' own times: an inferred step's row only starts its iteration.
+    time = np.concatenate([m.start[syncs], m.start[launchers], m.end[syncs],
+                           hs.host_start if len(hs) else np.zeros(0),
+                           hs.host_end if len(hs) else np.zeros(0)])
     is_end = np.concatenate([np.zeros(syncs.size + launchers.size, bool),
                              np.ones(syncs.size, bool), np.zeros(steps.size, bool),
                              np.ones(steps.size, bool)])
