@@ -1,6 +1,6 @@
 """One measurement in a fresh process, so peak RSS belongs to that measurement alone.
 
-    python bench/measure.py ours|baseline|orjson|json|tbprofiler FILE [CACHE_DIR]
+    python bench/measure.py ours|phases|baseline|orjson|json|tbprofiler FILE [CACHE_DIR]
 
 Prints one JSON line: {"seconds": float, "peak_rss_mb": float, ...}.
 """
@@ -55,6 +55,29 @@ def ours(path: Path, cache_dir: str | None) -> dict:
             "errors": doc["errors"]}
 
 
+def phases(path: Path) -> dict:
+    """``ours`` without the cache, in parts: the model (read, decode, build), the ancestry
+    views every table rule reads, then the rest of the span summary."""
+    from tb_diagnostics.analysis.span import SpanAnalysis
+    from tb_diagnostics.analysis.views import hierarchy
+    from tb_diagnostics.engine import open_model, span_summary
+    from tb_diagnostics.logdir import scan_logdir
+
+    _import_ours()
+    t0 = time.perf_counter()
+    (f,) = [f for f in scan_logdir(str(path.parent)).files if f.relpath.endswith(path.name)]
+    model = open_model(f)
+    t1 = time.perf_counter()
+    analysis = SpanAnalysis(model)
+    hierarchy.innermost_op(analysis)
+    hierarchy.outermost_op(analysis)
+    t2 = time.perf_counter()
+    doc = span_summary(f, analysis=analysis)
+    t3 = time.perf_counter()
+    return {"seconds": t3 - t0, "model": t1 - t0, "views": t2 - t1, "summary": t3 - t2,
+            "rows": len(model), "steps": len(doc["steps"])}
+
+
 def orjson_floor(path: Path) -> dict:
     import orjson
 
@@ -105,7 +128,8 @@ def peak_rss_mb() -> float:
 def main() -> None:
     what, path = sys.argv[1], Path(sys.argv[2])
     cache_dir = sys.argv[3] if len(sys.argv) > 3 else None
-    fn = {"ours": lambda: ours(path, cache_dir), "baseline": lambda: baseline(path),
+    fn = {"ours": lambda: ours(path, cache_dir), "phases": lambda: phases(path),
+          "baseline": lambda: baseline(path),
           "orjson": lambda: orjson_floor(path),
           "json": lambda: json_floor(path), "tbprofiler": lambda: tbprofiler(path)}[what]
     out = fn()

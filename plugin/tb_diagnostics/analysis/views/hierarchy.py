@@ -1,8 +1,10 @@
 """Op ancestry: which operator a row runs under.
 
 The model's ``parent`` column is the host nesting per thread; these views walk it
-with vectorised pointer jumping (one numpy pass per nesting level, never a Python
-loop over rows) to answer the two questions every table rule asks:
+with vectorised pointer jumping (:func:`nearest_marked`: every pass doubles how far
+each unresolved row has climbed, so a stack of depth *d* takes log2 *d* passes over
+the rows still climbing, never one pass per level nor a Python loop over rows) to
+answer the two questions every table rule asks:
 
 - the *innermost* op above a row: for a runtime call, the op that launched it, so
   a kernel's time is charged to ``aten::mm`` rather than to ``aten::matmul``
@@ -27,20 +29,40 @@ def is_op(analysis: SpanAnalysis) -> np.ndarray:
     return mask
 
 
+def nearest_marked(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For every row: itself when ``marked``, else its nearest marked ancestor, else -1.
+
+    Pointer jumping: each row holds a pointer up its chain, starting at itself (marked)
+    or its parent; while the pointer is on an unmarked row, it is replaced by that row's
+    pointer. A marked row and -1 point to themselves, so every pass doubles the distance
+    a row has climbed, never past the first marked row, and only the rows still climbing
+    take part: O(rows · log depth) gathers in all, where one level per pass would take
+    O(rows · depth). Returns int32, as the model's row links are.
+    """
+    ptr = parent.astype(np.int32, copy=True)
+    marked_rows = row_indices(marked)
+    ptr[marked_rows] = marked_rows
+    del marked_rows
+    todo = row_indices(ptr >= 0)
+    todo = todo[~marked[ptr[todo]]]
+    while todo.size:
+        at = ptr[ptr[todo]]
+        ptr[todo] = at
+        keep = at >= 0
+        keep[keep] = ~marked[at[keep]]
+        todo = todo[keep]
+    return ptr
+
+
 @computed
 def innermost_op(analysis: SpanAnalysis) -> np.ndarray:
     """For every row, the nearest op strictly above it on its thread, or -1."""
     m = analysis.model
-    ops = is_op(analysis)
-    anc = m.parent.copy()  # int32, as the model's row links are
-    todo = row_indices(anc >= 0)
-    todo = todo[~ops[anc[todo]]]
-    # Climb only the rows whose current ancestor is not an op yet.
-    while todo.size:
-        anc[todo] = m.parent[anc[todo]]
-        todo = todo[anc[todo] >= 0]
-        todo = todo[~ops[anc[todo]]]
-    return anc
+    at_or_above = nearest_marked(m.parent, is_op(analysis))
+    par = m.parent
+    out = at_or_above[np.maximum(par, 0)]
+    out[par < 0] = NO_ID
+    return out
 
 
 @computed
@@ -54,13 +76,18 @@ def outermost_op(analysis: SpanAnalysis) -> np.ndarray:
     m = analysis.model
     ops = is_op(analysis)
     inner = innermost_op(analysis)
-    top = np.where(ops, np.arange(len(m), dtype=np.int32), inner)
-    todo = row_indices(top >= 0)
-    while todo.size:
-        par = m.parent[top[todo]]
-        up = (par >= 0) & ops[np.maximum(par, 0)]
-        todo = todo[up]
-        top[todo] = par[up]
+    par = m.parent
+    # Along op → op links only: an op whose parent is not an op heads its chain; every
+    # other row is cut off (parent -1), so it resolves at once and costs nothing.
+    op_parent = np.zeros(len(m), dtype=bool)
+    has = par >= 0
+    op_parent[has] = ops[par[has]]
+    del has
+    link = np.where(ops & op_parent, par, NO_ID).astype(np.int32)
+    head = nearest_marked(link, ops & ~op_parent)
+    del link, op_parent
+    top = np.where(inner >= 0, head[np.maximum(inner, 0)], NO_ID).astype(np.int32)
+    top[ops] = head[ops]
     return top
 
 
