@@ -24,3 +24,19 @@ def test_silent_when_self_time_dominates(builder):
         builder.op("aten::addmm", s * 1000 + 10, 500)
         builder.runtime("cudaLaunchKernel", s * 1000 + 20, 10)
     assert RULE.run(builder.analysis()) == []
+
+
+def test_a_cold_step_is_left_out_of_the_per_step_figures(builder):
+    # The matmul_add-size64-cpu: a 3.8 ms cold step whose op takes 1.5 ms, warm
+    # steps of 100 µs whose op takes 60 µs. Averaged in, the op is "415% of a median step".
+    t = 0.0
+    for s, (wall, op) in enumerate([(3800, 1500), (100, 60), (100, 60), (100, 60)]):
+        builder.step(s, t, wall - 1)
+        builder.op("aten::matmul", t + 5, op)
+        builder.op("aten::mm", t + 6, op - 2)
+        t += wall
+    (f,) = RULE.run(builder.analysis())
+    assert f.message.startswith("aten::matmul: 60 µs of CPU total per step (60% of a warm step)")
+    assert "aten::mm 58 µs" in f.message
+    assert f.steps == [1, 2, 3]
+    assert f.subject == "aten::matmul"

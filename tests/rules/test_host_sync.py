@@ -81,3 +81,14 @@ def test_qwen_synchronize_at_the_start_of_step_6(shared):
     assert f.savings_us is not None and 400 < f.savings_us < 1100
     sync = next(e for e in f.evidence if e.name == "cudaDeviceSynchronize")
     assert sync.dur == pytest.approx(14102.53, abs=0.01)
+
+
+def test_each_site_names_its_subject(builder):
+    # Two syncs from two lines of one script: two findings that a collapsed row tells apart.
+    _item_step(builder)
+    top = builder.python("train.py(12): train_step", 35, 500, tid=555)
+    builder.python("torch/_tensor.py(1): item", 39, 430, parent=top, tid=555)
+    _item_step(builder, n=2, t0=1000, stack="torch/_tensor.py(100): item;eval.py(7): <module>")
+    subjects = sorted(f.subject for f in RULE.run(builder.analysis()))
+    assert subjects == ["aten::item → cudaStreamSynchronize in <module> (eval.py:7)",
+                        "aten::item → cudaStreamSynchronize in train_step (train.py:12)"]

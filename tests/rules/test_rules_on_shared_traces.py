@@ -74,3 +74,16 @@ def test_no_rule_fails_on_odd_traces(tmp_path, name):
     path.write_text(json.dumps({"traceEvents": ODD_TRACES[name]}))
     findings = run_rules(SpanAnalysis(load_trace(str(path))))
     assert [f.rule for f in findings if f.title.endswith("not evaluated")] == []
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.parent.name + "/" + p.name[:24])
+def test_no_two_findings_of_a_span_read_the_same(path):
+    # owlv2 had three "Host sync inside a step", workers4 three "Op called very often":
+    # the collapsed row shows title and subject, and those must differ.
+    findings = run_rules(SpanAnalysis(load_trace(str(path))))
+    heads = [(f.title, f.subject) for f in findings]
+    assert len(heads) == len(set(heads)), heads
+    for f in findings:
+        if sum(g.title == f.title for g in findings) > 1:
+            assert f.subject, f.rule

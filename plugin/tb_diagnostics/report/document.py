@@ -61,10 +61,13 @@ def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
         s["overlap"] = None if ov is None else round(ov, 6)
 
 
-def headline_verdict(windows: list[StepWindow]) -> str | None:
-    """The span's verdict: the most common step verdict (the earliest step breaks ties)."""
+def headline_verdict(windows: list[StepWindow],
+                     cold: set[int | None] | frozenset[int | None] = frozenset()) -> str | None:
+    """The span's verdict: the most common verdict of the warm steps (the earliest step
+    breaks ties); a cold step's one-time costs do not decide it."""
     if not windows:
         return None
+    windows = [w for w in windows if w.step not in cold] or windows
     counts = Counter(w.verdict for w in windows)
     top = max(counts.values())
     return next(w.verdict for w in windows if counts[w.verdict] == top)
@@ -90,16 +93,18 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     model = analysis.model
     windows = analysis.windows
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
-    doc["verdict"] = headline_verdict(windows)
     doc["steps"] = [step_document(w) for w in windows]
     _add_comm(doc["steps"], analysis)
     add_step_roofline(doc["steps"], analysis)
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     doc["findings"] = [f.to_dict() for f in run_rules(analysis)]
+    doc["verdict"] = headline_verdict(windows, cold_steps(doc))
     doc["whatif"] = whatif_section(analysis, cold_steps(doc))
     if not len(analysis.host_steps):
         doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
+    elif analysis.host_steps.inferred:
+        doc["notes"].append(analysis.host_steps.note)
     if analysis.cpu_only:
         doc["notes"].append(
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "

@@ -9,30 +9,78 @@ no request even if a trace string tried to. Every trace string is escaped.
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from html import escape
+from pathlib import Path
 from typing import Any
 
+from tb_diagnostics.names import shorten_name
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
-from tb_diagnostics.report.text import _columns, _device, _row, _spans, headline
+from tb_diagnostics.report.text import (
+    _columns,
+    _device,
+    _dur,
+    _row,
+    _spans,
+    headline,
+    saving_text,
+)
 from tb_diagnostics.report.whatif import whatif_lines
 
-#: The tab's colours, so a reader who knows the tab reads the chart the same way.
-_PARTS = (("busy", "device_busy_us", "#1a73e8"), ("input", "input_us", "#e8710a"),
-          ("sync", "sync_us", "#d93025"), ("launch", "launch_us", "#f9ab00"),
-          ("other", "other_us", "#9aa0a6"), ("profiler", "profiler_us", "#a142f4"))
-_CSS = """
+#: The tab's stylesheet: its light theme's colours are the export's, so a reader who knows
+#: the tab reads the chart the same way (one palette, kept in one place).
+TAB_CSS = Path(__file__).resolve().parents[1] / "static" / "style.css"
+#: Used only when the stylesheet is missing from an installation.
+_FALLBACK = {"busy": "#2e7d32", "input": "#1e88e5", "sync": "#8e24aa", "comm": "#00897b",
+             "launch": "#f4511e", "other": "#bdbdbd", "profiler": "#a1887f",
+             "mixed": "#607d8b", "sev-critical": "#c62828", "sev-warning": "#ef6c00",
+             "sev-info": "#546e7a"}
+#: The stacked parts of a step's bar, bottom up, as the tab stacks them.
+_PART_KEYS = (("busy", "device_busy_us"), ("input", "input_us"), ("sync", "sync_us"),
+              ("comm", "comm_us"), ("launch", "launch_us"), ("other", "other_us"),
+              ("profiler", "profiler_us"))
+_LABEL = {"busy": "device busy", "input": "waiting for input", "sync": "blocked in sync",
+          "comm": "in collectives", "launch": "launching work", "other": "nothing recorded",
+          "profiler": "profiler itself"}
+
+
+@cache
+def palette() -> dict[str, str]:
+    """The tab's light-theme colours by name (``busy``, ``input``…, ``sev-warning``…)."""
+    out = dict(_FALLBACK)
+    try:
+        css = TAB_CSS.read_text(encoding="utf-8")
+    except OSError:
+        return out
+    root = re.search(r":root\s*\{(.*?)\}", css, re.S)
+    if root:
+        for name, value in re.findall(r"--(c-[\w-]+|sev-[\w-]+)\s*:\s*(#[0-9a-fA-F]{3,8})",
+                                      root.group(1)):
+            out[name.removeprefix("c-")] = value
+    return out
+
+
+_CSS_BASE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#202124}
 h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-top:1px solid #ddd;padding-top:16px}
 table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;
 text-align:right;font-variant-numeric:tabular-nums}th{background:#f5f5f5}
 td.l,th.l{text-align:left}.sev{font-weight:600;text-transform:uppercase;font-size:11px;
-padding:1px 5px;border-radius:3px;color:#fff}.critical{background:#d93025}
-.warning{background:#e8710a}.info{background:#1a73e8}details{margin:4px 0}
+padding:1px 5px;border-radius:3px;color:#fff}.critical{background:%(sev-critical)s}
+.warning{background:%(sev-warning)s}.info{background:%(sev-info)s}details{margin:4px 0}
 details details{margin-left:18px}summary{cursor:pointer}code{font-size:12px}
 .note{color:#5f6368}.legend span{margin-right:12px}.sw{display:inline-block;width:10px;
 height:10px;margin-right:4px}.mark{font-size:11px;background:#fce8b2;padding:0 4px;
-border-radius:3px;margin-left:4px}
+border-radius:3px;margin-left:4px}.subject{font-weight:600}
 """
+
+
+def _css() -> str:
+    return _CSS_BASE % palette()
+
+
+
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _MAX_CHILDREN = 12
 _MAX_DEPTH = 10
@@ -51,28 +99,32 @@ def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) ->
     pad_l, pad_b = 60, 24
     plot_h = height - pad_b - 8
     bw = (width - pad_l) / len(steps)
+    colours = palette()
+    parts = [(n, k, colours[n]) for n, k in _PART_KEYS
+             if n in ("busy", "input", "sync", "launch", "other")
+             or any(s["idle"].get(k, 0.0) > 0 for s in steps)]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'role="img" aria-label="step chart" class="stepchart">',
-           f'<text x="4" y="14" font-size="11">{top / 1000:.2f} ms</text>',
+           f'<text x="4" y="14" font-size="11">{_e(_dur(top))}</text>',
            f'<line x1="{pad_l}" y1="8" x2="{pad_l}" y2="{8 + plot_h}" stroke="#999"/>']
     for i, s in enumerate(steps):
         x = pad_l + i * bw + bw * 0.1
         y = 8 + plot_h
         label = "all" if s["step"] is None else s["step"]
-        for name, key, colour in _PARTS:
+        for name, key, colour in parts:
             v = s["device_busy_us"] if key == "device_busy_us" else s["idle"].get(key, 0.0)
             h = plot_h * v / top
             if h <= 0:
                 continue
             y -= h
             out.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bw * 0.8:.1f}" '
-                       f'height="{h:.1f}" fill="{colour}"><title>step {_e(label)}: {name} '
-                       f'{v / 1000:.3f} ms</title></rect>')
+                       f'height="{h:.1f}" fill="{colour}"><title>step {_e(label)}: '
+                       f'{_LABEL[name]} {_e(_dur(v))}</title></rect>')
         out.append(f'<text x="{x + bw * 0.4:.1f}" y="{height - 6}" font-size="11" '
                    f'text-anchor="middle">{_e(label)}</text>')
     out.append("</svg>")
-    legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{n}</span>'
-                     for n, _, c in _PARTS)
+    legend = "".join(f'<span><i class="sw" style="background:{c}"></i>{_LABEL[n]}</span>'
+                     for n, _, c in parts)
     return "\n".join(out) + f'\n<div class="legend">{legend}</div>'
 
 
@@ -88,22 +140,24 @@ def _step_table(span: dict[str, Any]) -> str:
     return f'<table class="steps"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
-def _finding(f: dict[str, Any]) -> str:
-    save = f.get("savings_us")
-    per = " per span" if f.get("steps") in ([], [None]) else "/step"
-    tail = f" — saves ~{save / 1000:.2f} ms{per}" if save else ""
+def _finding(f: dict[str, Any], span: dict[str, Any] | None) -> str:
+    save = saving_text(f, span)
+    tail = f" — {save}" if save else ""
     ev = f.get("evidence") or []
     rows = "".join(
         f'<tr><td class="l"><code>{_e(x["name"])}</code></td><td class="l">{_e(x["category"])}'
-        f'</td><td>{x["ts"]:.1f}</td><td>{x["dur"]:.1f}</td><td class="l">{_e(x["lane"])}</td>'
-        f'<td class="l">{_e(x.get("note") or "")}</td></tr>' for x in ev)
+        f'</td><td>{x["ts"]:.1f}</td><td>{_e(_dur(x["dur"]))}</td><td class="l">'
+        f'{_e(x["lane"])}</td><td class="l">{_e(x.get("note") or "")}</td></tr>' for x in ev)
     table = ('<table class="evidence"><tr><th class="l">event</th><th class="l">category</th>'
-             '<th>ts µs</th><th>dur µs</th><th class="l">lane</th><th class="l">note</th></tr>'
+             '<th>ts µs</th><th>duration</th><th class="l">lane</th><th class="l">note</th></tr>'
              f"{rows}</table>") if ev else ""
     confirm = f'<p class="note">Confirm: {_e(f["confirm"])}</p>' if f.get("confirm") else ""
+    subject = (f' <span class="subject">· {_e(f["subject"])}</span>' if f.get("subject")
+               else "")
     return (f'<details class="finding"><summary><span class="sev {_e(f["severity"])}">'
             f'{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f.get("title", ""))}'
-            f'{_e(tail)}</summary><p>{_e(f["message"])}</p>{table}{confirm}</details>')
+            f'{subject}{_e(tail)}</summary><p>{_e(f["message"])}</p>{table}{confirm}'
+            '</details>')
 
 
 def _pct_or_unknown(x: float | None) -> str:
@@ -129,9 +183,13 @@ def _roofline(span: dict[str, Any]) -> str:
 
 def _tree(node: dict[str, Any], depth: int = 0, open_: bool = True) -> str:
     marks = "".join(f'<span class="mark">{_e(m)}</span>' for m in node.get("marks", ()))
-    label = (f'<code>{_e(node["name"])}</code> <span class="note">{_e(node["kind"])} ×'
-             f'{node["count"]} · total {node["total_us"]:.1f} µs · self {node["self_us"]:.1f} '
-             f'µs · device {node["device_us"]:.1f} µs</span>{marks}')
+    device = f' · device {_e(_dur(node["device_us"]))}' if node["device_us"] else ""
+    short = shorten_name(node["name"])
+    name = (f'<code title="{_e(node["name"])}">{_e(short)}</code>' if short != node["name"]
+            else f'<code>{_e(node["name"])}</code>')
+    label = (f'{name} <span class="note">{_e(node["kind"])} ×'
+             f'{node["count"]} · total {_e(_dur(node["total_us"]))} · self '
+             f'{_e(_dur(node["self_us"]))}{device}</span>{marks}')
     kids = node.get("children") or []
     if not kids or depth >= _MAX_DEPTH:
         return f'<div class="leaf">{label}</div>'
@@ -141,9 +199,20 @@ def _tree(node: dict[str, Any], depth: int = 0, open_: bool = True) -> str:
             f"{inner}</details>")
 
 
+def scoped_css(scope: str) -> str:
+    """The page's style with every selector under ``scope`` (``body`` becomes ``scope``), so
+    a fragment inside another page (a notebook) styles itself and nothing around it."""
+    def scope_rule(m: re.Match[str]) -> str:
+        sels = [x.strip() for x in m.group(1).split(",")]
+        return ",".join(scope if x == "body" else f"{scope} {x}" for x in sels) + "{"
+
+    return re.sub(r"([^{}]+)\{", scope_rule, _css().replace("\n", ""))
+
+
 def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]]] | None = None,
-                extra_markdown: str | None = None) -> str:
-    """The report document as one HTML page.
+                extra_markdown: str | None = None, *, fragment: bool = False) -> str:
+    """The report document as one HTML page (``fragment``: one ``<div>`` with its own
+    scoped style, for a notebook cell; no script either way).
 
     ``chains`` maps a span's ``file`` to (step number, its dispatch tree from
     ``present_tree``); spans without one show no chain.
@@ -168,7 +237,8 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
                         "(median warm step); savings do not add up.</p><ul>"
                         + "".join(f"<li>{_e(x)}</li>" for x in projections) + "</ul>")
         if span["findings"]:
-            body.append("<h3>Findings</h3>" + "".join(_finding(f) for f in span["findings"]))
+            body.append("<h3>Findings</h3>" + "".join(_finding(f, span)
+                                                       for f in span["findings"]))
         if span["file"] in chains:
             step, tree = chains[span["file"]]
             body.append(f'<h3>Dispatch chain of step {_e("(all)" if step is None else step)}'
@@ -176,10 +246,13 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         body.append("</section>")
     if extra_markdown:
         body.append(f"<h2>Comparison</h2><pre>{_e(extra_markdown)}</pre>")
+    if fragment:
+        return (f'<div class="tbd-report"><style>{scoped_css(".tbd-report")}</style>'
+                + "\n".join(body) + "</div>\n")
     return ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>tb-diagnostics report</title><style>{_CSS}</style></head><body>"
+            f"<title>tb-diagnostics report</title><style>{_css()}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")
 
 

@@ -44,17 +44,40 @@ def step_ranges(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
+def _dur(us: float) -> str:
+    """A duration as people read it: ``850 µs``, ``3.79 ms``, ``4.24 s``."""
+    from tb_diagnostics.rules._util import fmt_us
+
+    return fmt_us(us)
+
+
+def _warm_and_cold(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The span's warm steps and its cold ones (every step is warm when all would be cold)."""
+    from tb_diagnostics.report.compare import cold_steps
+
+    cold = cold_steps(span)
+    warm = [s for s in span["steps"] if s["step"] not in cold]
+    if not warm:
+        return span["steps"], []
+    return warm, [s for s in span["steps"] if s["step"] in cold]
+
+
 def headline(span: dict[str, Any]) -> str:
     """One sentence that says what bounds the span and why, e.g. "Steps 2–5 are
     overhead-bound: the GPU is idle 97% of each step, mostly while the CPU launches work
-    (99% of the idle time; 1,204 ops per step)."."""
+    (99% of the idle time; 1,204 ops per step)."; it judges the warm steps and names a
+    cold step apart ("step 0 is cold: 3.79 ms, 53× the warm median"), whose one-time
+    costs would otherwise outweigh every warm step in the time-weighted figures."""
     steps = span["steps"]
     if span["errors"] and not steps:
         return "This span could not be analysed."
     if not steps:
         return "This span has no events to analyse."
+    warm, cold = _warm_and_cold(span)
     verdict = span["verdict"]
-    same = [s for s in steps if s["verdict"] == verdict]
+    if not any(s["verdict"] == verdict for s in warm):
+        verdict = warm[0]["verdict"]
+    same = [s for s in warm if s["verdict"] == verdict]
     numbers = [s["step"] for s in same if s["step"] is not None]
     if not numbers:
         subject = f"The span is {verdict}"
@@ -62,7 +85,7 @@ def headline(span: dict[str, Any]) -> str:
         subject = f"Step {numbers[0]} is {verdict}"
     else:
         subject = f"Steps {step_ranges(numbers)} are {verdict}"
-    others = [s for s in steps if s["verdict"] != verdict]
+    others = [s for s in warm if s["verdict"] != verdict]
     if others:
         by_verdict: dict[str, list[int]] = {}
         for s in others:
@@ -73,7 +96,7 @@ def headline(span: dict[str, Any]) -> str:
     wall = sum(s["wall_us"] for s in same)
     busy = sum(s["device_busy_us"] for s in same)
     device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
-    each = "of each step" if len(same) > 1 else "of the step"
+    each = "of each step" if len(same) > 1 else "of the step" if numbers else "of the span"
     text = f"{subject}: the {device} is busy {_pct(busy / wall if wall else 0)} {each}"
     idle = {c: sum(s["idle"][f"{c}_us"] for s in same) for c in _CAUSE_WORDS}
     total_idle = sum(idle.values())
@@ -83,9 +106,26 @@ def headline(span: dict[str, Any]) -> str:
                  f"({_pct(idle[cause] / total_idle)} of the idle time")
         ops = sum(s["ops"] for s in same) / len(same)
         if cause == "launch" and ops >= 1:
-            text += f"; {ops:,.0f} ops per step"
+            text += (f"; {ops:,.0f} {'op' if round(ops) == 1 else 'ops'} "
+                     f"{'per step' if numbers else 'in the span'}")
         text += ")"
+    if cold:
+        text += "; " + _cold_text(cold, warm)
     return text + "."
+
+
+def _cold_text(cold: list[dict[str, Any]], warm: list[dict[str, Any]]) -> str:
+    """``step 0 is cold: 3.79 ms, 53× the warm median of 71 µs`` (left out of the rest)."""
+    walls = sorted(s["wall_us"] for s in warm)
+    median = walls[len(walls) // 2] if len(walls) % 2 else \
+        (walls[len(walls) // 2 - 1] + walls[len(walls) // 2]) / 2
+    parts = []
+    for s in cold:
+        r = s["wall_us"] / median if median > 0 else 0.0
+        ratio = (f", {r:.1f}× the warm median of {_dur(median)}" if 0 < r < 10 else
+                 f", {r:.0f}× the warm median of {_dur(median)}" if r else "")
+        parts.append(f"step {s['step']} is cold: {_dur(s['wall_us'])}{ratio}")
+    return "; ".join(parts)
 
 
 def _spans(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -183,20 +223,42 @@ def render_text(doc: dict[str, Any]) -> str:
     for r in doc["runs"]:
         if r.get("findings"):
             out.append(f"run {r['run']} · {len(r.get('ranks', []))} ranks")
-            out.extend(_findings_text(r))
+            out.extend(_findings_text(r, is_span=False))
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
-def _findings_text(span: dict[str, Any]) -> list[str]:
+def has_steps(span: dict[str, Any]) -> bool:
+    """Whether the span has ProfilerStep# windows (else it is analysed as one window)."""
+    return any(s.get("step") is not None for s in span.get("steps") or [])
+
+
+def saving_text(f: dict[str, Any], span: dict[str, Any] | None) -> str:
+    """``saves ~13.4 ms/step``, or ``saves ~2.20 s over the span`` for a span without steps
+    (``span`` None: a run finding, per step where it names steps); empty without a saving."""
+    save = f.get("savings_us")
+    if not save:
+        return ""
+    steps = f.get("steps") or []
+    per_step = has_steps(span) if span is not None else bool(steps) and steps != [None]
+    return f"saves ~{_dur(save)}{'/step' if per_step else ' over the span'}"
+
+
+def finding_head(f: dict[str, Any], code: str = "") -> str:
+    """The rule id and, where a rule finds several things in one span, what this one is
+    about: ``host-sync · aten::item → cudaMemcpyAsync``."""
+    subject = f.get("subject")
+    return f"{code}{f['rule']}{code}" + (f" · {subject}" if subject else "")
+
+
+def _findings_text(span: dict[str, Any], is_span: bool = True) -> list[str]:
     if not span["findings"]:
         return []
     lines = ["  findings:"]
     for f in span["findings"]:
-        save = f.get("savings_us")
-        per = " per span" if f.get("steps") in ([], [None]) else "/step"
-        tail = f" (saves ~{_ms(save)} ms{per})" if save else ""
-        lines.extend(textwrap.wrap(f"[{f['severity']}] {f['rule']}: {f['message']}{tail}",
+        save = saving_text(f, span if is_span else None)
+        tail = f" ({save})" if save else ""
+        lines.extend(textwrap.wrap(f"[{f['severity']}] {finding_head(f)}: {f['message']}{tail}",
                                    width=100, initial_indent="    ",
                                    subsequent_indent="        ", break_on_hyphens=False))
         lines.extend(f"        open {_cell_text(c)}" for c in f.get("cells", []))
@@ -208,56 +270,103 @@ def _cell_text(c: dict[str, Any]) -> str:
     return f"rank {c['rank']} step {c['step']} ({c['worker']}, span {c['span']}): {c['why']}"
 
 
+#: Characters Markdown (GitHub's) gives a meaning inside a line: emphasis, code, links,
+#: tables, strike-through, escapes.
+_MD_SPECIAL = frozenset("\\`*_[]|~")
+_MD_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def md(text: Any) -> str:
+    """Free text for Markdown: HTML-significant characters as entities (GitHub drops an
+    unknown tag such as ``<module>``) and Markdown's own specials backslash-escaped, so
+    names like ``a|b`` or ``__init__`` print as they are."""
+    out = []
+    for c in str(text):
+        if c in _MD_HTML:
+            out.append(_MD_HTML[c])
+        elif c in _MD_SPECIAL:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def md_code(text: Any) -> str:
+    """A code span that holds any text: a fence longer than its longest backtick run
+    (code spans take no escapes, and HTML inside them is shown, not parsed)."""
+    s = str(text).replace("\n", " ")
+    run = longest = 0
+    for c in s:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _md_finding(f: dict[str, Any], span: dict[str, Any] | None) -> str:
+    subject = f" · {md_code(f['subject'])}" if f.get("subject") else ""
+    save = saving_text(f, span)
+    return (f"- **{md(f['severity'])}** {md_code(f['rule'])}{subject}: {md(f['message'])}"
+            + (f" ({md(save)})" if save else ""))
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     out = ["# tb-diagnostics report", ""]
     if not doc["runs"]:
-        out.append(f"No PyTorch profiler traces under `{doc['logdir']}`.")
+        out.append(f"No PyTorch profiler traces under {md_code(doc['logdir'])}.")
     for run, worker, span in _spans(doc):
-        out.append(f"## `{run}` · `{worker}` · span `{span['span']}`")
+        out.append(f"## {md_code(run)} · {md_code(worker)} · span {md_code(span['span'])}")
         out.append("")
-        out.append(f"*{_device(span)}* — file `{span['file']}`")
+        out.append(f"*{md(_device(span))}* — file {md_code(span['file'])}")
         out.append("")
-        out.append(f"**Verdict:** {headline(span)}")
+        out.append(f"**Verdict:** {md(headline(span))}")
         out.append("")
         for err in span["errors"]:
-            out.append(f"> **Error:** {err}")
+            out.append(f"> **Error:** {md(err)}")
         for note in span["notes"]:
-            out.append(f"> Note: {note}")
+            out.append(f"> Note: {md(note)}")
         if span["errors"] or span["notes"]:
             out.append("")
         if span["steps"]:
             cols = _columns(span)
-            out.append("| " + " | ".join(cols) + " |")
+            out.append("| " + " | ".join(md(c) for c in cols) + " |")
             out.append("|" + "|".join("---" if c in (3, 4) else "--:" for c in
                                        range(len(cols))) + "|")
             for s in span["steps"]:
-                out.append("| " + " | ".join(_row(s, cols)) + " |")
+                out.append("| " + " | ".join(md(v) for v in _row(s, cols)) + " |")
             out.append("")
-        roof = _roofline_lines(span, "- ", "`")
-        if roof:
-            out.append(f"**{roof[0][0].upper()}{roof[0][1:]}**" +
-                       ("; most time lost:" if len(roof) > 1 else ""))
+        summary = roofline_summary(span)
+        if summary is not None:
+            losses = top_losses(span)
+            out.append(f"**{md(summary[0].upper() + summary[1:])}**"
+                       + ("; most time lost:" if losses else ""))
             out.append("")
-            out.extend(roof[1:])
-            out.append("")
+            for o in losses:
+                pct = "?" if o["roofline_pct"] is None else f"{100 * o['roofline_pct']:.0f}%"
+                out.append(f"- {md_code(o['name'] + ' ' + op_shapes(o))} "
+                           f"({md(o['precision'] or '?')}, {md(o['bound'])}-bound): "
+                           f"{o['device_us'] / 1000:.2f} ms on the device, {pct} of roofline, "
+                           f"{o['loss_us'] / 1000:.2f} ms lost")
+            if losses:
+                out.append("")
         projections = whatif_lines(span)
         if projections:
             out.append("**What if** (replayed; median warm step)")
             out.append("")
-            out.extend(f"- {line}" for line in projections)
+            out.extend(f"- {md(line)}" for line in projections)
             out.append("")
         if span["findings"]:
             out.append("**Findings**")
             out.append("")
-            for f in span["findings"]:
-                out.append(f"- **{f['severity']}** `{f['rule']}`: {f['message']}")
+            out.extend(_md_finding(f, span) for f in span["findings"])
             out.append("")
     for r in doc["runs"]:
         if r.get("findings"):
-            out.append(f"## `{r['run']}` · {len(r.get('ranks', []))} ranks")
+            out.append(f"## {md_code(r['run'])} · {len(r.get('ranks', []))} ranks")
             out.append("")
             for f in r["findings"]:
-                out.append(f"- **{f['severity']}** `{f['rule']}`: {f['message']}")
-                out.extend(f"  - open {_cell_text(c)}" for c in f.get("cells", []))
+                out.append(_md_finding(f, None))
+                out.extend(f"  - open {md(_cell_text(c))}" for c in f.get("cells", []))
             out.append("")
     return "\n".join(out).rstrip() + "\n"

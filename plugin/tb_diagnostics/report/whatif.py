@@ -45,9 +45,11 @@ def whatif_section(analysis: SpanAnalysis, cold: set[int | None]) -> list[dict[s
 
 def whatif_lines(span: dict[str, Any]) -> list[str]:
     """One line per projection, for the text and Markdown reports."""
+    from tb_diagnostics.rules._util import fmt_us
+
     out = []
     for w in span.get("whatif") or []:
-        per = "per step" if w["steps"] and w["steps"][0] is not None else "for the span"
-        out.append(f"{w['id']}: {w['wall_us_before'] / 1000:.2f} → {w['wall_us_after'] / 1000:.2f}"
-                   f" ms, saves {w['saves_us'] / 1000:.2f} ms {per} — {w['change']}")
+        per = "per step" if w["steps"] and w["steps"][0] is not None else "over the span"
+        out.append(f"{w['id']}: {fmt_us(w['wall_us_before'])} → {fmt_us(w['wall_us_after'])}"
+                   f", saves {fmt_us(w['saves_us'])} {per} — {w['change']}")
     return out

@@ -8,13 +8,16 @@ table is always complete and ordered by rule id.
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from dataclasses import replace
 from functools import cache
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.discovery import by_unique_id, discover
+from tb_diagnostics.names import shorten_name
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 
-__all__ = ["Evidence", "Finding", "Rule", "all_rules", "evidence", "run_rules"]
+__all__ = ["Evidence", "Finding", "Rule", "all_rules", "distinct", "evidence", "run_rules"]
 
 _log = logging.getLogger(__name__)
 
@@ -42,4 +45,28 @@ def run_rules(analysis: SpanAnalysis, rules: tuple[Rule, ...] | None = None) -> 
                 message=f"the rule failed on this trace ({type(exc).__name__}: {exc})",
                 steps=[], evidence=[], savings_us=None,
                 confirm="please report this trace to the tb-diagnostics issue tracker"))
-    return sorted(out, key=lambda f: f.sort_key)
+    return sorted(distinct(out), key=lambda f: f.sort_key)
+
+
+def distinct(findings: list[Finding]) -> list[Finding]:
+    """Findings that share a title get told apart: each names its subject.
+
+    Rules set ``subject`` where they can find several things in a span (host-sync's
+    sync call and line, an op's name); a finding of a repeated title without one, or
+    with the same one, is named by its first evidence event, then numbered, so no two
+    findings of a span read the same on a collapsed row.
+    """
+    titles = Counter(f.title for f in findings)
+    seen: Counter[tuple[str, str | None]] = Counter()
+    out = []
+    for f in findings:
+        if titles[f.title] > 1 and (f.subject is None or
+                                    sum(g.title == f.title and g.subject == f.subject
+                                        for g in findings) > 1):
+            base = f.subject or (shorten_name(f.evidence[0].name) if f.evidence else None)
+            seen[(f.title, base)] += 1
+            k = seen[(f.title, base)]
+            subject = base if k == 1 else f"{base} ({k})" if base else f"#{k}"
+            f = replace(f, subject=subject)
+        out.append(f)
+    return out

@@ -89,6 +89,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                       if r >= 0)
         out.append(Finding(
             rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            subject=(steps_text(steps) if len(ordered) > 1 else None),
             message=(f"Dispatch chain in {steps_text(steps)}"
                      f"{' (median per step)' if len(members) > 1 else ''}: "
                      + " → ".join(levels) + "."),

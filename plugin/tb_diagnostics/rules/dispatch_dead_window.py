@@ -72,7 +72,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
             ev.append(evidence(analysis, int(dw.annotation[i]),
                                f"waits {fmt_us(dw.dead_us[i])}"))
         out.append(Finding(
-            rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            rule=RULE.id, severity=RULE.severity, title=RULE.title, subject=label,
             message=(f"record_function '{label}' waited up to {fmt_us(dw.dead_us[worst])} "
                      f"before dispatching {m.name_of(first_op)} ({bad.size} of {sel.size} "
                      f"instances, {steps_text(steps)}), against a warm median of "

@@ -83,7 +83,7 @@ def _growing(analysis: SpanAnalysis, dev: DeviceMemory, has: np.ndarray,
     base = " (relative to the start of profiling)" if dev.relative else ""
     ev_rows = [analysis.windows[k].row for k in has.tolist()]
     return Finding(
-        rule=RULE.id, severity=RULE.severity, title=RULE.title,
+        rule=RULE.id, severity=RULE.severity, title=RULE.title, subject=dev.label,
         message=(f"{dev.label}: allocated memory grows {fmt_bytes(per_step)} per step over "
                  f"{steps_text(steps)} ({fmt_bytes(growth)} in all; {fmt_pct(rising)} of the "
                  f"steps grow); at each step's end{base}: {ends}; {_figures(dev)}. Tensors are "
@@ -98,7 +98,7 @@ def _flat(analysis: SpanAnalysis, dev: DeviceMemory, has: np.ndarray,
           steps: list[int | None], growth: float) -> Finding:
     end = dev.end_alloc[has]
     return Finding(
-        rule=RULE.id, severity="info", title="Memory per step: no growth",
+        rule=RULE.id, severity="info", title="Memory per step: no growth", subject=dev.label,
         message=(f"{dev.label}: allocated memory does not grow across {steps_text(steps)}: "
                  f"{fmt_bytes(end[0])} at the end of the first step, {fmt_bytes(end[-1])} at "
                  f"the end of the last ({'+' if growth >= 0 else '−'}{fmt_bytes(abs(growth))}"

@@ -56,7 +56,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         w = analysis.windows[k] if k >= 0 else None
         where = f" in step {w.step}" if w is not None and w.step is not None else ""
         out.append(Finding(
-            rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            rule=RULE.id, severity=RULE.severity, title=RULE.title, subject=dev.label,
             message=(f"{dev.label}: peak {which} memory {fmt_bytes(peak)}{where} is "
                      f"{fmt_pct(share)} of the device's {fmt_bytes(dev.total_mem)} "
                      f"(threshold {fmt_pct(th.max_share)}); peak allocated "

@@ -70,6 +70,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                             "profiler frame that issued it", limit=1)
         out.append(Finding(
             rule=RULE.id, severity=RULE.severity, title=RULE.title,
+            subject=f"{m.name_of(r)}{' after step ' + str(step) if step is not None else ''}",
             message=(f"{m.name_of(r)} of {fmt_us(dur)}{when}{caller}: the profiler flushing "
                      f"its events. The device was busy {fmt_us(busy)} ({fmt_pct(share)}) of "
                      f"it; {reading}. Not counted as your code's sync."),

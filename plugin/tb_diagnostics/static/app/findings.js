@@ -55,8 +55,9 @@ export class FindingsView {
   item(f, key) {
     const isOpen = this.open === key;
     const real = (f.steps || []).filter((x) => x !== null);
-    // The replayed saving: per step, or per span where the span has no steps.
-    const save = f.savings_us ? `saves ~${dur(f.savings_us)}${real.length || !(f.steps || []).length ? "/step" : " per span"}` : "";
+    // The replayed saving: per step, or over the span where the span has no steps.
+    const spanHasSteps = (this.summary.steps || []).some((x) => x.step !== null && x.step !== undefined);
+    const save = f.savings_us ? `saves ~${dur(f.savings_us)}${spanHasSteps ? "/step" : " over the span"}` : "";
     const steps = real.length ? `${real.length > 1 ? "steps" : "step"} ${ranges(real)}` : "";
     const head = h("button", {
       class: "fhead", "aria-expanded": isOpen ? "true" : "false", dataset: { key },
@@ -64,7 +65,10 @@ export class FindingsView {
     },
     h("span", { class: "dot", style: { "--sev": `var(--sev-${f.severity})` } }),
     h("span", null,
-      h("div", { class: "ftitle" }, f.title, f.artefact ? h("span", { class: "badge artefact" }, "profiler artefact") : null),
+      // The subject tells apart findings of one rule (three host syncs, three ops).
+      h("div", { class: "ftitle" }, f.title,
+        f.subject ? h("span", { class: "fsubject" }, ` · ${f.subject}`) : null,
+        f.artefact ? h("span", { class: "badge artefact" }, "profiler artefact") : null),
       h("div", { class: "fsub" }, [f.rule, steps].filter(Boolean).join(" · "))),
     h("span", { class: "fsave" }, save));
     const el = h("div", { class: `finding${isOpen ? " open" : ""}`, dataset: { key } }, head);
