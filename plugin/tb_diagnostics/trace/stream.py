@@ -196,6 +196,12 @@ _SCAN_LIMIT = 1 << 20
 _ESCAPE = re.compile(rb"\\.", re.S)
 
 
+def _blank(data: bytes) -> bool:
+    """Nothing but JSON white space (``translate`` is 5× faster than ``strip`` here, which
+    counts on a gigabyte of spaces)."""
+    return not data.translate(None, _WS)
+
+
 def _outside_string(buf: bytes) -> bool:
     """Whether ``buf``, which starts outside any JSON string, also ends outside one."""
     return _ESCAPE.sub(b"", buf).count(b'"') % 2 == 0
@@ -224,6 +230,7 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
     # (one event holding a giant string), released when that piece has decoded.
     long_strings: StringCap | None = None
     cut_strings = 0
+    outside = None  # the pending piece last found to end outside any string
     for block in blocks:
         if not cutting:
             rest.append(block)
@@ -232,12 +239,13 @@ def iter_event_batches(blocks: Iterable[bytes]) -> Iterator[list[Any] | Any]:
             _check_start(block)
         if long_strings is not None:
             long_strings.feed(buf, block)
-        elif not block.strip(_WS) and (not buf.strip(_WS) or (
+        elif _blank(block) and (buf is outside or _blank(buf) or (
                 len(buf) < _SCAN_LIMIT and _outside_string(buf))):
             # White space outside any string: JSON ignores it, so one space of it is kept
             # (a gzip of a gigabyte of spaces stays a few bytes here).
             if not buf.endswith(b" "):
                 buf += b" "
+            outside = buf
             continue
         else:
             buf += block
