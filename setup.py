@@ -34,6 +34,8 @@ setup(
         "s3": ["s3fs>=2023.1"],
         # --executor dask://HOST:PORT: analyse a log dir on a Dask cluster.
         "dask": ["dask[distributed]>=2023.1"],
+        # Report.steps_frame() / findings_frame() of the Python API.
+        "pandas": ["pandas>=1.5"],
         "test": [
             "pytest>=7.4",
             "ruff>=0.5",
@@ -45,6 +47,7 @@ setup(
             "s3fs>=2023.1",
             "boto3>=1.28",
             "dask[distributed]>=2023.1",  # the Dask executor's tests (a LocalCluster)
+            "pandas>=1.5",  # the Python API's DataFrames (tests/test_api.py)
         ],
     },
     entry_points={

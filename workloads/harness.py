@@ -32,6 +32,12 @@ two runs come from the workload and never from how it was profiled:
 * The run directory is cleaned (old ``*.pt.trace.json[.gz]`` files of *that run only*) before
   the new trace is written, so reruns never accumulate spans.
 
+``--no-schedule`` profiles without a schedule, as ``torch.profiler.profile()`` is often called:
+every iteration is recorded, into one trace written when the profiler exits, and the trace has
+no ``ProfilerStep#`` events at all (``prof.step()`` only marks steps under a schedule), so a
+diagnosis has to find the iterations itself. The schedule flags are then ignored, except that
+``--steps`` still defaults to what they add up to.
+
 Flag names: the profiler schedule uses ``--sched-wait/--sched-warmup/--sched-active/
 --sched-repeat`` because ``--warmup N`` already means "run the step N times before profiling".
 
@@ -118,6 +124,7 @@ class ProfileSettings:
     record_shapes: bool
     profile_memory: bool
     with_stack: bool
+    schedule: bool = True  # False: no schedule, so no ProfilerStep# in the trace
 
     @property
     def run_dir(self) -> Path:
@@ -169,6 +176,12 @@ def add_common_args(
     g.add_argument("--sched-active", type=int, default=active, metavar="N")
     g.add_argument("--sched-repeat", type=int, default=SCHED_DEFAULTS["repeat"], metavar="N")
     g.add_argument(
+        "--schedule",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--no-schedule: record every iteration without a schedule (no ProfilerStep#)",
+    )
+    g.add_argument(
         "--gzip", action=argparse.BooleanOptionalAction, default=True, help="gzip trace files"
     )
     g.add_argument("--seed", type=int, default=0)
@@ -218,6 +231,8 @@ def run_name(base: str, parts: Sequence[str], args: argparse.Namespace, device: 
     if explicit != default:
         wait, warmup, active, repeat = _schedule(args)[:4]
         tags.append(f"sched{wait}-{warmup}-{active}x{repeat}")
+    if not getattr(args, "schedule", True):
+        tags.append("nosched")
     if args.steps is not None:
         tags.append(f"steps{args.steps}")
     if args.seed:
@@ -270,7 +285,7 @@ def finish_args(
     steps = needed if args.steps is None else args.steps
     if steps < 1:
         raise SystemExit("--steps must be >= 1")
-    if steps < needed:
+    if steps < needed and args.schedule:
         print(
             f"note: --steps {steps} < {needed} needed by the schedule; the last profiling "
             "cycle is cut short",
@@ -290,6 +305,7 @@ def finish_args(
         record_shapes=args.record_shapes,
         profile_memory=args.profile_memory,
         with_stack=args.with_stack,
+        schedule=args.schedule,
     )
     return args, settings
 
@@ -369,7 +385,8 @@ def profiling(
         )
     prof = profile(
         activities=activities_for(settings.device),
-        schedule=sched,
+        # Without a schedule torch records every step and writes no ProfilerStep#.
+        schedule=sched if settings.schedule else None,
         on_trace_ready=tensorboard_trace_handler(
             str(run_dir), worker_name=worker, use_gzip=settings.gzip
         ),

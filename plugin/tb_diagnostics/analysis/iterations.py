@@ -25,6 +25,7 @@ is no inference: the span stays one window.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -327,8 +328,7 @@ def _period(m: TraceModel, lane: _Lane, cuts: np.ndarray) -> int:
     if n < 4:
         return 1
     at = np.searchsorted(lane.start, cuts)
-    sigs = [frozenset(m.name[lane.rows[a:b]].tolist()) for a, b in zip(at[:-1], at[1:],
-                                                                      strict=True)]
+    sigs = [frozenset(m.name[lane.rows[a:b]].tolist()) for a, b in itertools.pairwise(at)]
     for p in range(1, len(sigs) // 2 + 1):
         same = sum(sigs[i] == sigs[i + p] for i in range(len(sigs) - p))
         if same >= PERIOD_AGREEMENT * (len(sigs) - p):

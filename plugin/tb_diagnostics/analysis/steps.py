@@ -1,8 +1,8 @@
 """Step windows: the unit every verdict and finding is about.
 
 A step is a host-side ``ProfilerStep#N`` event; in a trace without any, an iteration
-inferred from what repeats on the main thread (:mod:`.iterations`), numbered from 0. Steps partition time *on the
-device side*: step N spans ``[b_N, b_N+1)`` with
+inferred from what repeats on the main thread (:mod:`.iterations`), numbered from 0.
+Steps partition time *on the device side*: step N spans ``[b_N, b_N+1)`` with
 ``b_N = max(host start of N, end of the last device activity of step N-1)``,
 so device work that a step launched but that ran after the host moved on is
 charged to the step that launched it. A device activity belongs to the step

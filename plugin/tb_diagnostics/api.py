@@ -1,0 +1,313 @@
+"""The Python API: analyse a log dir, a run or one trace file from a notebook or a script.
+
+>>> import tb_diagnostics
+>>> report = tb_diagnostics.analyze("./log", run="train_cnn-bs32-cpu")
+>>> report.steps_frame()          # one row per step (pandas)
+>>> report.findings_frame()       # one row per finding
+>>> report                        # in a notebook: the step chart and findings inline
+
+A :class:`Report` wraps the document ``tb-diagnostics report --format json`` prints,
+built by the same engine (:func:`tb_diagnostics.report.build_document`), with the same
+cache; every view here is a reshaping of that document, never a second analysis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tb_diagnostics.errors import LogDirError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    import pandas as pd
+
+    from tb_diagnostics.analysis.verdict import Thresholds
+    from tb_diagnostics.cache import TraceCache
+    from tb_diagnostics.logdir import LogDir
+
+__all__ = ["Report", "analyze"]
+
+#: The first columns of :meth:`Report.steps`, in this order; the step's other keys follow.
+STEP_COLUMNS = ("run", "worker", "span", "file", "rank", "step", "start_us", "wall_us",
+                "device_busy_us", "device_busy", "verdict", "main_idle_cause")
+#: The first columns of :meth:`Report.findings`.
+FINDING_COLUMNS = ("run", "worker", "span", "file", "rule", "severity", "title", "message",
+                   "steps", "savings_us")
+_PANDAS_MISSING = ("this needs pandas, an optional extra of tb-diagnostics: "
+                   "pip install 'tb-diagnostics[pandas]'")
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError as exc:
+        raise ImportError(_PANDAS_MISSING) from exc
+    return pandas
+
+
+@dataclass
+class Report:
+    """The analysis of a log dir (or of one run, or one trace file).
+
+    ``document`` is exactly what ``tb-diagnostics report --format json`` prints for the
+    same path and run. The other members reshape it: :meth:`steps` and :meth:`findings`
+    as flat records (and DataFrames), :meth:`to_markdown`, the HTML a notebook shows,
+    and :meth:`compare` against another report.
+    """
+
+    document: dict[str, Any]
+    logdir: LogDir = field(repr=False)
+    thresholds: Thresholds | None = field(default=None, repr=False)
+    cache: TraceCache | None = field(default=None, repr=False)
+    _chains: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    # ---- records -------------------------------------------------------------------------
+    def _spans(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        for r in self.document["runs"]:
+            for w in r["workers"]:
+                for s in w["spans"]:
+                    yield r["run"], w["worker"], s
+
+    def steps(self) -> list[dict[str, Any]]:
+        """One dict per step of every span, in report order.
+
+        Keys: ``run``, ``worker``, ``span``, ``file``, ``rank`` (None outside distributed
+        runs), then every key of the step in the document (``step``, ``start_us``,
+        ``wall_us``, ``device_busy_us``, ``device_busy``, ``verdict``,
+        ``main_idle_cause``, ``flags``, ``flop_utilisation``…), with the idle causes
+        flattened (``input_us``, ``sync_us``, ``launch_us``, ``other_us``,
+        ``profiler_us``…). Where an idle key is also a step key (``comm_us``, the step's
+        communication time), the idle one is prefixed: ``idle_comm_us``.
+        """
+        out = []
+        for run, worker, span in self._spans():
+            rank = (span.get("distributed") or {}).get("rank")
+            for st in span["steps"]:
+                row: dict[str, Any] = {"run": run, "worker": worker, "span": span["span"],
+                                       "file": span["file"], "rank": rank}
+                row.update((k, v) for k, v in st.items() if k != "idle")
+                for k, v in (st.get("idle") or {}).items():
+                    row[f"idle_{k}" if k in st else k] = v
+                row["flags"] = list(st.get("flags") or [])
+                out.append(row)
+        return out
+
+    def findings(self) -> list[dict[str, Any]]:
+        """One dict per finding: ``run``, ``worker``, ``span``, ``file`` and the finding's
+        own fields (``rule``, ``severity``, ``title``, ``message``, ``steps``,
+        ``savings_us``, ``evidence``…). Findings about a whole distributed run
+        (stragglers, imbalance) have ``worker``, ``span`` and ``file`` None."""
+        out = []
+        for r in self.document["runs"]:
+            for w in r["workers"]:
+                for s in w["spans"]:
+                    out.extend({"run": r["run"], "worker": w["worker"], "span": s["span"],
+                                "file": s["file"], **f} for f in s["findings"])
+            out.extend({"run": r["run"], "worker": None, "span": None, "file": None, **f}
+                       for f in r.get("findings") or [])
+        return out
+
+    def steps_frame(self) -> pd.DataFrame:
+        """:meth:`steps` as a pandas DataFrame (needs ``tb-diagnostics[pandas]``)."""
+        return self._frame(self.steps(), STEP_COLUMNS)
+
+    def findings_frame(self) -> pd.DataFrame:
+        """:meth:`findings` as a pandas DataFrame (needs ``tb-diagnostics[pandas]``)."""
+        return self._frame(self.findings(), FINDING_COLUMNS)
+
+    @staticmethod
+    def _frame(records: list[dict[str, Any]], first: tuple[str, ...]) -> pd.DataFrame:
+        pd = _pandas()
+        # Columns in a stable order, present even when there are no records.
+        seen = list(first)
+        for rec in records:
+            seen.extend(k for k in rec if k not in seen)
+        return pd.DataFrame.from_records(records, columns=seen)
+
+    # ---- renderings ----------------------------------------------------------------------
+    def to_markdown(self) -> str:
+        """The Markdown summary ``tb-diagnostics export --format markdown`` writes."""
+        from tb_diagnostics.report.text import render_markdown
+
+        return render_markdown(self.document)
+
+    def to_text(self) -> str:
+        """The text report ``tb-diagnostics report`` prints."""
+        from tb_diagnostics.report.text import render_text
+
+        return render_text(self.document)
+
+    def _dispatch_chains(self) -> dict[str, Any]:
+        if self._chains is None:
+            from tb_diagnostics.report.html import dispatch_chains
+
+            self._chains = dispatch_chains(self.logdir, self.document, self.thresholds,
+                                           self.cache)
+        return self._chains
+
+    def to_html(self) -> str:
+        """The self-contained HTML page ``tb-diagnostics export --format html`` writes."""
+        from tb_diagnostics.report.html import render_html
+
+        return render_html(self.document, self._dispatch_chains())
+
+    def _repr_html_(self) -> str:
+        """The export's report as one HTML fragment (its style scoped to it, no script):
+        a notebook shows the step chart, the step table and the findings inline."""
+        from tb_diagnostics.report.html import render_html
+
+        return render_html(self.document, self._dispatch_chains(), fragment=True)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        spans = list(self._spans())
+        n_steps = sum(len(s["steps"]) for _, _, s in spans)
+        return (f"<tb_diagnostics.Report of {self.document['logdir']!r}: "
+                f"{len(self.document['runs'])} run(s), {len(spans)} span(s), {n_steps} "
+                f"step(s), {len(self.findings())} finding(s)>")
+
+    # ---- comparing -----------------------------------------------------------------------
+    def run_document(self, run: str | None = None) -> dict[str, Any]:
+        """The document of one run: ``run``, or the only one there is."""
+        runs = self.document["runs"]
+        if run is None:
+            if len(runs) != 1:
+                names = ", ".join(r["run"] for r in runs) or "none"
+                raise ValueError(f"{self.document['logdir']} holds {len(runs)} runs "
+                                 f"({names}): name one with run=")
+            return runs[0]
+        for r in runs:
+            if r["run"] == run:
+                return r
+        raise ValueError(f"no run {run!r} in {self.document['logdir']}")
+
+    def compare(self, other: Report, *, run: str | None = None, other_run: str | None = None,
+                with_times: bool = True) -> dict[str, Any]:
+        """The compare document (``tb-diagnostics compare --format json``) with this report
+        as the baseline and ``other`` as the candidate.
+
+        Each side must hold one run, or name it (``run``, ``other_run``). ``with_times``
+        adds the ops and kernels that changed most (it reads the traces again, from the
+        cache when it is on).
+        """
+        from tb_diagnostics.report.compare import compare_runs
+
+        base, cand = self.run_document(run), other.run_document(other_run)
+        times: list[dict[str, dict[str, float]] | None] = [None, None]
+        if with_times:
+            from tb_diagnostics.report.optimes import run_times
+
+            times = [run_times(rep.logdir, doc, rep.thresholds, rep.cache)
+                     for rep, doc in ((self, base), (other, cand))]
+        return compare_runs(base, cand, baseline_logdir=self.document["logdir"],
+                            candidate_logdir=other.document["logdir"],
+                            baseline_times=times[0], candidate_times=times[1])
+
+
+# ---- analyze -------------------------------------------------------------------------------
+def _thresholds(given: Thresholds | Mapping[str, float] | None) -> Thresholds | None:
+    from tb_diagnostics.analysis.verdict import Thresholds
+
+    if given is None or isinstance(given, Thresholds):
+        return given
+    return Thresholds(**dict(given))
+
+
+def _cache(given: bool | str | os.PathLike[str] | TraceCache | None) -> TraceCache | None:
+    from tb_diagnostics.cache import TraceCache
+
+    if given is None or given is False:
+        return None
+    if given is True:
+        return TraceCache()
+    if isinstance(given, TraceCache):
+        return given
+    return TraceCache(os.fspath(given))
+
+
+def _is_file(path: str) -> bool:
+    from tb_diagnostics.storage import is_local, local_path
+
+    if is_local(path):
+        return os.path.isfile(os.path.expanduser(local_path(path)))
+    import fsspec
+
+    try:
+        fs, p = fsspec.core.url_to_fs(path)
+        return bool(fs.isfile(p))
+    except (ValueError, ImportError, OSError):
+        return False  # scan_logdir then says what is wrong with it
+
+
+def _single_file(path: str) -> LogDir:
+    """A log dir of one run (``.``) holding just this trace file."""
+    from tb_diagnostics.logdir import ROOT_RUN, LogDir, Run, SpanFile, Worker, parse_trace_name
+    from tb_diagnostics.storage import LOCAL_SCHEME, is_local, local_path
+
+    if is_local(path):
+        full = os.path.abspath(os.path.expanduser(local_path(path)))
+        st = os.stat(full)
+        url, size, mtime = LOCAL_SCHEME + full.replace(os.sep, "/"), st.st_size, st.st_mtime
+        parent, name = os.path.dirname(full), os.path.basename(full)
+    else:
+        import fsspec
+
+        from tb_diagnostics.storage import _mtime
+
+        fs, p = fsspec.core.url_to_fs(path)
+        info = fs.info(p)
+        url, size, mtime = path, info.get("size"), _mtime(info)
+        parent, name = path.rsplit("/", 1)[0], posixpath.basename(p)
+    worker, span = parse_trace_name(name) or (name.split(".", 1)[0], name)
+    f = SpanFile(run=ROOT_RUN, worker=worker, span=span, url=url, relpath=name, size=size,
+                 mtime=mtime)
+    return LogDir(logdir=parent, runs=[Run(name=ROOT_RUN, workers=[Worker(worker, [f])])])
+
+
+def analyze(path: str | os.PathLike[str], run: str | None = None, *,
+            thresholds: Thresholds | Mapping[str, float] | None = None,
+            cache: bool | str | os.PathLike[str] | TraceCache = True,
+            executor: Executor | str | None = None, workers: int | None = None) -> Report:
+    """Analyse a log dir, a run directory or one trace file into a :class:`Report`.
+
+    ``path`` is local or an fsspec URL (``s3://…``, ``gs://…``, ``memory://…``). ``run``
+    keeps one run of a log dir (its path relative to ``path``, as ``--run``).
+    ``thresholds`` is a :class:`~tb_diagnostics.analysis.verdict.Thresholds` or a mapping
+    of its fields (``{"compute_bound": 0.9}``). ``cache``: True uses the engine's cache
+    (``$TB_DIAGNOSTICS_CACHE``, else ``~/.cache/tb-diagnostics``), False none, a path or a
+    :class:`~tb_diagnostics.cache.TraceCache` that one. ``executor`` is any
+    :class:`concurrent.futures.Executor`, or ``"local"`` / ``"dask://HOST:PORT"``; by
+    default several files are analysed in a local pool of up to ``workers`` processes
+    (``workers=1``: all in this process). The pool spawns fresh interpreters, so a script
+    (not a notebook) that analyses several files calls this under
+    ``if __name__ == "__main__":``.
+
+    Raises :class:`~tb_diagnostics.errors.LogDirError` when the path cannot be listed or
+    holds no such run; a trace that cannot be read is that span's ``errors`` entry.
+    """
+    from tb_diagnostics.executors import open_executor
+    from tb_diagnostics.logdir import scan_logdir
+    from tb_diagnostics.report import build_document
+
+    text = os.fspath(path)
+    logdir = _single_file(text) if _is_file(text) else scan_logdir(text)
+    if run is not None and logdir.run(run) is None:
+        known = ", ".join(r.name for r in logdir.runs) or "none"
+        raise LogDirError(f"no run {run!r} in {text} (runs: {known})")
+    th = _thresholds(thresholds)
+    tc = _cache(cache)
+    with contextlib.ExitStack() as stack:
+        pool = executor
+        if executor is None or isinstance(executor, str):
+            pool = stack.enter_context(open_executor(executor))
+        doc = build_document(logdir, run=run, thresholds=th, cache=tc, workers=workers,
+                             executor=pool)
+    return Report(document=doc, logdir=logdir, thresholds=th, cache=tc)
