@@ -58,4 +58,42 @@ def test_docs_rules_md_is_current():
 def test_text_listing_names_every_rule():
     text = render_text()
     for rule in all_rules():
-        assert f"{rule.id}  [{rule.severity}]" in text
+        assert f"{rule.id}  [{rule.severity_text}]" in text
+
+
+def test_rules_text_shows_no_rst_literals():
+    text = render_text()
+    assert "``" not in text
+    assert "`aten::addmm`" in text
+
+
+def test_escalated_severities_are_listed_beside_the_default():
+    rules = {r.id: r for r in all_rules()}
+    assert rules["dataloader-bottleneck"].severity_text.startswith("warning, critical when")
+    assert "dataloader-bottleneck  [warning, critical when" in render_text()
+    assert "| warning, critical when" in render_markdown()
+
+
+@pytest.mark.shared
+def test_every_severity_a_report_shows_is_one_the_list_names():
+    # Reports showed dataloader-bottleneck as critical while `rules` listed [warning].
+    from tb_diagnostics.analysis import SpanAnalysis
+    from tb_diagnostics.rules import run_rules
+    from tb_diagnostics.trace import load_trace
+
+    traces = REPO.parent / "shared" / "traces"
+    files = sorted(traces.glob("*/*.pt.trace.json*")) + sorted(
+        (REPO / "log").glob("*/*.pt.trace.json*"))
+    if not files:
+        pytest.skip("no traces to run the rules on")
+    rules = {r.id: r for r in all_rules()}
+    seen = set()
+    for path in files:
+        for f in run_rules(SpanAnalysis(load_trace(str(path)))):
+            if f.title.endswith("not evaluated"):
+                continue
+            rule = rules[f.rule]
+            if f.severity != rule.severity:
+                seen.add(f.rule)
+                assert rule.escalation.startswith(f.severity), (f.rule, f.severity)
+    assert "dataloader-bottleneck" in seen

@@ -19,12 +19,14 @@ Definitions (documented in the README's "Sharing runs"):
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 SCHEMA_VERSION = 1
+_NUMBER = re.compile(r"^[+-]?\d[\d.,]*$")
 COLD_RULES = frozenset({"cold-start-step"})
 SEVERITIES = ("critical", "warning", "info")
 TOP_N = 10
@@ -98,7 +100,8 @@ def findings_of(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _finding_brief(f: dict[str, Any]) -> dict[str, Any]:
     return {"rule": f["rule"], "severity": f["severity"], "title": f.get("title", f["rule"]),
-            "message": f["message"], "savings_us": f.get("savings_us")}
+            "message": f["message"], "savings_us": f.get("savings_us"),
+            "subject": f.get("subject")}
 
 
 def _change(base: float | None, cand: float | None) -> float | None:
@@ -214,10 +217,41 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:+.1f}%"
 
 
+#: Widest a name cell of the ops and kernels tables is in text (a shortened name seldom is).
+NAME_WIDTH = 60
+#: Text lines are wrapped at this width, as the report's are.
+TEXT_WIDTH = 100
+
+
+def table_names(names: list[str], width: int | None = NAME_WIDTH) -> list[str]:
+    """Names for a table's first column: demangled kernels shortened to their own name
+    (``tb_diagnostics.names``), cut to ``width``; names that shorten alike are numbered
+    so that two rows never read the same."""
+    from tb_diagnostics.names import cut, shorten_name
+
+    short = [shorten_name(n, width or 0) for n in names]
+    if width:
+        short = [cut(x, width) for x in short]
+    seen: Counter[str] = Counter(short)
+    k: Counter[str] = Counter()
+    out = []
+    for x in short:
+        if seen[x] > 1:
+            k[x] += 1
+            x = f"{x} ({k[x]})"
+        out.append(x)
+    return out
+
+
 def render_compare_text(doc: dict[str, Any], markdown: bool = False) -> str:
     """The compare document for a terminal, or (``markdown``) for a pull request."""
+    import textwrap
+
+    from tb_diagnostics.report.text import finding_head, md, md_code
+
     b, c = doc["baseline"], doc["candidate"]
-    code = (lambda s: f"`{s}`") if markdown else (lambda s: str(s))
+    code = md_code if markdown else str
+    text = md if markdown else str
     out = [("## " if markdown else "") + f"Compare {code(b['run'])} → {code(c['run'])}", ""]
     out.append(f"- median warm step: {_ms(b['median_warm_wall_us'])} → "
                f"{_ms(c['median_warm_wall_us'])} ({_pct(doc['median_warm_wall_change'])})")
@@ -243,19 +277,28 @@ def render_compare_text(doc: dict[str, Any], markdown: bool = False) -> str:
     f = doc["findings"]
     for label, items in (("appeared", f["appeared"]), ("disappeared", f["disappeared"])):
         out.append("")
-        out.append(f"Findings {label}: " + ("none" if not items else ""))
-        out.extend(f"- [{x['severity']}] {code(x['rule'])}: {x['message']}" for x in items)
+        out.append(f"Findings {label}:" + ("" if items else " none"))
+        for x in items:
+            line = f"- [{x['severity']}] {finding_head(x, '`' if markdown else '')}: " \
+                f"{text(x['message'])}"
+            out.extend([line] if markdown else textwrap.wrap(
+                line, width=TEXT_WIDTH, subsequent_indent="  ", break_on_hyphens=False))
     for key, title in (("ops", "Ops (self time per warm step)"),
                        ("kernels", "Kernels (device time per warm step)")):
         if doc[key]:
             out.append("")
             out.append(f"{title}, largest changes:")
+            names = table_names([r["name"] for r in doc[key]],
+                                None if markdown else NAME_WIDTH)
             rows = [["name", "baseline µs", "candidate µs", "Δ µs"]] + [
-                [code(r["name"]), f"{r['baseline_us']:.1f}", f"{r['candidate_us']:.1f}",
-                 f"{r['delta_us']:+.1f}"] for r in doc[key]]
+                [code(n), f"{r['baseline_us']:.1f}", f"{r['candidate_us']:.1f}",
+                 f"{r['delta_us']:+.1f}"] for n, r in zip(names, doc[key], strict=True)]
             out.extend(_table(rows, markdown))
     out.append("")
-    out.extend(("> " if markdown else "note: ") + n for n in doc["notes"])
+    out.extend(("> " if markdown else "note: ") + text(n) for n in doc["notes"])
+    if any(doc[k] for k in ("ops", "kernels")):
+        out.append(("> " if markdown else "note: ") + "names are shortened to the function's "
+                   "own; --format json gives them whole")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -265,8 +308,10 @@ def _table(rows: list[list[str]], markdown: bool) -> list[str]:
         sep = "|" + "|".join("---" for _ in rows[0]) + "|"
         return [head, sep] + ["| " + " | ".join(r) + " |" for r in rows[1:]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip()
-            for r in rows]
+    # Figures right-aligned, so their digits line up; names and verdicts left.
+    numeric = [all(_NUMBER.match(r[i]) for r in rows[1:]) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(v.rjust(widths[i]) if numeric[i] else v.ljust(widths[i])
+                             for i, v in enumerate(r)).rstrip() for r in rows]
 
 
 def render_check_text(doc: dict[str, Any]) -> str:

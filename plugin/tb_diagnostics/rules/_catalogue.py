@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields, is_dataclass
 
 from tb_diagnostics.rules import all_rules
@@ -28,16 +29,26 @@ def _every_rule() -> tuple[Rule, ...]:
     return (*all_rules(), *all_run_rules())
 
 
+_RST_LITERAL = re.compile(r"``(.+?)``", re.S)
+
+
+def plain(text: str) -> str:
+    """Docstring text for a terminal: RST's ``x`` literals as `x`."""
+    return _RST_LITERAL.sub(r"`\1`", text)
+
+
 def render_markdown() -> str:
     out = [HEADER]
     rules = _every_rule()
     out.append("| id | severity | title |\n|---|---|---|")
-    out.extend(f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.title} |" for r in rules)
+    out.extend(f"| [`{r.id}`](#{r.id}) | {r.severity_text} | {r.title} |" for r in rules)
     out.append("")
     for r in rules:
         sec = r.doc_sections()
         scope = " — run level (every rank of a run)" if type(r).__name__ == "RunRule" else ""
-        out.append(f"## {r.id}\n\n**{r.title}** — default severity: {r.severity}{scope}\n")
+        escalated = f" ({r.escalation})" if r.escalation else ""
+        out.append(f"## {r.id}\n\n**{r.title}** — default severity: {r.severity}{escalated}"
+                   f"{scope}\n")
         if sec.get("summary"):
             out.append(sec["summary"] + "\n")
         for head in ("what it detects", "why it matters", "how to fix"):
@@ -55,10 +66,10 @@ def render_text() -> str:
     out = []
     for r in _every_rule():
         sec = r.doc_sections()
-        out.append(f"{r.id}  [{r.severity}]  {r.title}")
+        out.append(f"{r.id}  [{r.severity_text}]  {r.title}")
         for head in ("what it detects", "why it matters", "how to fix"):
             if sec.get(head):
-                body = " ".join(sec[head].split())
+                body = plain(" ".join(sec[head].split()))
                 out.append(f"    {head}: {body}")
         th = _thresholds(r)
         if th:

@@ -116,6 +116,15 @@ class Rule:
     #: Why its findings carry no saving when they carry none (the replay cannot model the
     #: change, or there is nothing to remove): said at the end of their message.
     no_saving: str = ""
+    #: When its findings take another severity than ``severity``, in words
+    #: (``critical when …``): ``tb-diagnostics rules`` and docs/rules.md say it beside the
+    #: default, so the list and the reports never disagree.
+    escalation: str = ""
+
+    @property
+    def severity_text(self) -> str:
+        """``warning`` or ``warning, critical when the device waits for input …``."""
+        return self.severity + (f", {self.escalation}" if self.escalation else "")
 
     def __post_init__(self) -> None:
         if not RULE_ID.match(self.id):

@@ -98,4 +98,5 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="dataloader-bottleneck", title="DataLoader bottleneck", severity="warning",
-            check=check, thresholds=Thresholds(), doc=__doc__)
+            check=check, thresholds=Thresholds(), doc=__doc__,
+            escalation="critical when the device waits for input high_share or more of the time")

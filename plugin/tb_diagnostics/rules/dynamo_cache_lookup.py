@@ -90,5 +90,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 RULE = Rule(id="dynamo-cache-lookup", title="Dynamo cache lookup and AOT wrapper cost",
             severity="info", check=check, thresholds=Thresholds(), doc=__doc__,
+            escalation="warning when lookups and wrappers take warn_share or more of the steps",
             no_saving=("the guard checks run once per call, and the replay does not model fewer of"
                        " them"))

@@ -94,4 +94,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 
 RULE = Rule(id="exposed-communication", title="Communication not overlapped by compute",
-            severity="warning", check=check, thresholds=Thresholds(), doc=__doc__)
+            severity="warning", check=check, thresholds=Thresholds(), doc=__doc__,
+            escalation=("critical when the exposed communication is critical_share or more of "
+                        "the steps"))

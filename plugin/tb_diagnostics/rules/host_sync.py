@@ -244,4 +244,6 @@ def _evidence(analysis: SpanAnalysis, site: _Site, calls: np.ndarray,
 
 
 RULE = Rule(id="host-sync", title="Host sync inside a step", severity="warning", check=check,
-            thresholds=Thresholds(), doc=__doc__)
+            thresholds=Thresholds(), doc=__doc__,
+            escalation=("critical when the device idle it causes is critical_share or more of a "
+                        "warm step"))

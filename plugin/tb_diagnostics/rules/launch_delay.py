@@ -134,5 +134,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 RULE = Rule(id="launch-delay", title="Launch delay", severity="info", check=check,
             thresholds=Thresholds(), doc=__doc__,
+            escalation="warning for launch latency on an idle device",
             no_saving=("launch latency is the driver's; the launch and graphs projections replay "
                        "cheaper host launches"))

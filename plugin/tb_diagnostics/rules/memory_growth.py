@@ -109,4 +109,5 @@ def _flat(analysis: SpanAnalysis, dev: DeviceMemory, has: np.ndarray,
 
 RULE = Rule(id="memory-growth", title="Memory grows step over step", severity="warning",
             check=check, thresholds=Thresholds(), doc=__doc__,
+            escalation="info when memory does not grow (it says so)",
             no_saving="it is about memory, not time")

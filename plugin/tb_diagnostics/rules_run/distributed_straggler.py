@@ -150,4 +150,6 @@ def check(table: RunTable, th: Thresholds) -> list[RunFinding]:
 
 
 RULE = RunRule(id="distributed-straggler", title="A straggler rank holds the others back",
-               severity="warning", check=check, thresholds=Thresholds(), doc=__doc__)
+               severity="warning", check=check, thresholds=Thresholds(), doc=__doc__,
+               escalation=("critical when the rank is late by critical_share or more of the "
+                           "median step"))
