@@ -133,6 +133,7 @@ class ModelBuilder:
         # By string id: whether an op of that name keeps its Concrete Inputs.
         self._keeps_concrete = np.zeros(1024, dtype=bool)
         self._concrete_seen = 0
+        self._cat_kind: dict[str, int] = {}  # category → Kind value
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -142,12 +143,15 @@ class ModelBuilder:
             column.extend(v)
 
     def add(self, events: list) -> None:
-        phases = Counter(map(_PHASE, events))
-        unknown = sum(n for ph, n in phases.items() if ph not in _KNOWN_PHASES)
-        if unknown:
+        xs = [e for e in events if e.ph == "X"]
+        # The rest (flows, memory samples, metadata) go to the side events; few traces have
+        # phases outside the format, so they are counted only when a set shows one.
+        others = [e for e in events if e.ph != "X"] if len(xs) < len(events) else []
+        if others and not _KNOWN_PHASES.issuperset(map(_PHASE, others)):
+            unknown = sum(n for ph, n in Counter(map(_PHASE, others)).items()
+                          if ph not in _KNOWN_PHASES)
             key = "unknown phase (ignored)"
             self.odd[key] = self.odd.get(key, 0) + unknown
-        xs = [e for e in events if e.ph == "X"]
         ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
         # µs since 1970 stay below 1e17 for another thousand years: beyond is garbage,
         # and would overflow every interval sum downstream.
@@ -164,13 +168,26 @@ class ModelBuilder:
                 self.odd["negative or absurd dur (taken as 0)"] = (
                     self.odd.get("negative or absurd dur (taken as 0)", 0) + int(given.sum()))
             dur[bad] = 0.0  # missing, NaN, negative, absurd: instant
-        cat_kind = {c: int(CATEGORY_KIND.get(c, Kind.OTHER)) for c in {e.cat for e in xs}}
-        kind = np.asarray([cat_kind[e.cat] for e in xs], dtype=np.uint8)
+        cat_kind = self._cat_kind
+        cats = [e.cat for e in xs]
+        kinds = list(map(cat_kind.get, cats))  # C-speed lookups; new categories below
+        if None in kinds:
+            for c in set(cats) - cat_kind.keys():
+                cat_kind[c] = int(CATEGORY_KIND.get(c, Kind.OTHER))
+            kinds = list(map(cat_kind.__getitem__, cats))
+        del cats
+        kind = np.asarray(kinds, dtype=np.uint8)
+        del kinds
         is_dev = _IS_DEVICE_KIND[kind]
         lane_ids = self.lane_ids
-        lane = np.asarray([lane_ids.setdefault(k, len(lane_ids)) for k in
-                           zip(is_dev.tolist(), [e.pid for e in xs], [e.tid for e in xs],
-                               strict=True)], dtype=np.int32)
+        keys = list(zip(is_dev.tolist(), [e.pid for e in xs], [e.tid for e in xs],
+                        strict=True))
+        lanes = list(map(lane_ids.get, keys))
+        if None in lanes:  # threads first seen in this batch, numbered in order of appearance
+            lanes = [lane_ids.setdefault(k, len(lane_ids)) for k in keys]
+        del keys
+        lane = np.asarray(lanes, dtype=np.int32)
+        del lanes
         args = [e.args for e in xs]
         ext = ints([a.external_id for a in args])
         intern = self.intern
@@ -189,11 +206,20 @@ class ModelBuilder:
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
             concrete=self._concrete(name, args),
-            # Only kernels record grid and block: skip the call for everything else.
-            shape=intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
-                              else _launch_shape(a) for a in args], compact=True),
+            shape=self._launch_shapes(args),
         )
-        self.side.add(events)
+        if others:
+            self.side.add(others)
+
+    def _launch_shapes(self, args: list) -> np.ndarray:
+        """Kernels' ``[grid, block]`` (NO_ID for the rest). Only kernels record them: a
+        batch without any (every CPU trace) is answered by two C-speed counts."""
+        n = len(args)
+        if [a.grid for a in args].count(NO_RAW) == n and \
+                [a.block for a in args].count(NO_RAW) == n:
+            return constant(NO_ID, n, np.int32)
+        return self.intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
+                                else _launch_shape(a) for a in args], compact=True)
 
     def _concrete(self, name: np.ndarray, args: list) -> np.ndarray:
         """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest)."""
