@@ -5,6 +5,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,35 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = (REPO / ".." / "shared").resolve()
 SHARED_TRACES = SHARED / "traces"
 SHARED_SPEC = SHARED / "spec"
+
+#: The cache the user's own runs read and write, as it resolved before the suite started
+#: (``$TB_DIAGNOSTICS_CACHE``, else ``$XDG_CACHE_HOME``, else ``~/.cache``): no test may
+#: write there.
+USER_CACHE = Path(os.environ.get("TB_DIAGNOSTICS_CACHE") or Path(
+    os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tb-diagnostics").expanduser()
+#: The session's own cache; set before any test module is imported (some build caches at
+#: import) and inherited by the subprocesses tests start (the console script, TensorBoard).
+_SESSION_CACHE_ROOT: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test that does not choose a cache (``main(["report", …])`` without
+    ``--no-cache``, the tab's provider, ``python -m tb_diagnostics``) would use the
+    user's cache: point both variables the cache reads at one temporary directory."""
+    global _SESSION_CACHE_ROOT
+    _SESSION_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="tb-diagnostics-tests-"))
+    os.environ["TB_DIAGNOSTICS_CACHE"] = str(_SESSION_CACHE_ROOT / "tb-diagnostics")
+    os.environ["XDG_CACHE_HOME"] = str(_SESSION_CACHE_ROOT / "xdg")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION_CACHE_ROOT is not None:
+        shutil.rmtree(_SESSION_CACHE_ROOT, ignore_errors=True)
+
+
+def session_cache_root() -> Path:
+    assert _SESSION_CACHE_ROOT is not None, "pytest_configure did not run"
+    return _SESSION_CACHE_ROOT
 
 HOST_PID, HOST_TID = 1, 1
 GPU_PID, GPU_STREAM = 0, 7
