@@ -333,3 +333,26 @@ def test_a_small_file_that_inflates_past_the_budget_moves_to_the_big_pool(tmp_pa
         assert sorted(moved) == ["bomb1", "bomb2"]
     finally:
         loader.shutdown()
+
+
+def test_memory_is_handed_back_after_a_failed_load(monkeypatch):
+    from tb_diagnostics.server import loader as loader_mod
+
+    released: list[str] = []
+    monkeypatch.setattr(loader_mod, "release_memory", lambda: released.append("yes"))
+
+    def work(f: SpanFile, progress: Progress):
+        if f.span == "bad":
+            raise TraceLoadError(f.relpath, "not a trace")
+        return FakeAnalysis(), {"span": f.span}
+
+    loader = SpanLoader(work)
+    try:
+        assert loader.wait(span_file("good"), timeout=5).error is None
+        assert released == []  # a small good load keeps the allocator warm
+        assert "not a trace" in loader.wait(span_file("bad"), timeout=5).error
+        assert released == ["yes"]
+    finally:
+        loader.shutdown()
+    if loader_mod._LIBC is not None:  # glibc: the real call is there and answers
+        assert loader_mod._LIBC.malloc_trim(0) in (0, 1)
