@@ -19,7 +19,7 @@ inside a per-iteration wrapper still cuts at the wrapper. When the chunks betwee
 occurrences repeat with a period of several occurrences (a label used several times per
 iteration, two optimizers of one class), one iteration is that many occurrences. The
 windows are contiguous on the host, like ``ProfilerStep#`` windows; a fragment at the edges
-(shorter than a quarter of the median iteration) is dropped. Fewer than two iterations
+(with less than half the calls of the median window) is dropped. Fewer than two iterations
 is no inference: the span stays one window.
 """
 
@@ -41,8 +41,9 @@ MODULE_FORWARD = re.compile(r"^nn\.Module: ")
 
 #: An edge window reaches at most this many median iterations past its anchor.
 EDGE_PERIODS = 1.5
-#: An edge window shorter than this share of the median iteration is a fragment: dropped.
-MIN_EDGE_SHARE = 0.25
+#: An edge window with fewer calls than this share of the median window's is a fragment
+#: (the fetch that ended the loop, the tail of an iteration the profiler started in): dropped.
+MIN_EDGE_SHARE = 0.5
 #: Chunks between occurrences that repeat with period p in this share of places make one
 #: iteration of p occurrences.
 PERIOD_AGREEMENT = 0.8
@@ -150,15 +151,16 @@ def _parent_call(m: TraceModel, row: int) -> int:
 
 # ---- the sources, in order of trust -----------------------------------------------------
 def _occurrences(m: TraceModel, lane: _Lane, pattern: re.Pattern[str]) -> dict[str, np.ndarray]:
-    """Outermost occurrences (lane row positions) of each name matching ``pattern``."""
+    """Occurrences (lane row positions) of each name matching ``pattern``, those nested in
+    another match left out (an optimizer wrapping another one steps once)."""
     ids = [i for i, s in enumerate(m.strings) if pattern.search(s)]
     if not ids:
         return {}
     pos = np.flatnonzero(np.isin(m.name[lane.rows], np.asarray(ids)))
+    pos = pos[_outermost(lane.start[pos], lane.end[pos])]
     out: dict[str, np.ndarray] = {}
     for sid in np.unique(m.name[lane.rows[pos]]).tolist():
-        p = pos[m.name[lane.rows[pos]] == sid]
-        out[m.strings[sid]] = p[_outermost(lane.start[p], lane.end[p])]
+        out[m.strings[sid]] = pos[m.name[lane.rows[pos]] == sid]
     return out
 
 
@@ -342,6 +344,14 @@ def _next_row(lane: _Lane, t: float) -> int:
     return k if k < lane.rows.shape[0] else -1
 
 
+def _whole(lane: _Lane, starts: np.ndarray, ends: np.ndarray, k: int) -> bool:
+    """Whether edge window ``k`` holds about as many calls as the windows usually do."""
+    calls = (np.searchsorted(lane.start, ends, side="left")
+             - np.searchsorted(lane.start, starts, side="left"))
+    others = np.delete(calls, k)
+    return bool(calls[k] >= MIN_EDGE_SHARE * np.median(others))
+
+
 def _windows(m: TraceModel, lane: _Lane, pos: np.ndarray, source: str, *,
              ends: bool = False, widen: bool = True) -> Iterations | None:
     """Windows cut at each occurrence's start (or, ``ends``, right after its end)."""
@@ -370,24 +380,25 @@ def _windows(m: TraceModel, lane: _Lane, pos: np.ndarray, source: str, *,
         starts = lane.start[starts_at]
         host_end = np.append(starts[1:], cuts[-1])
         keep = np.ones(starts.shape[0], dtype=bool)
-        keep[0] = host_end[0] - starts[0] >= MIN_EDGE_SHARE * gap
+        keep[0] = _whole(lane, starts, host_end, 0)
     else:
         starts_at = pos.tolist()
         starts = lane.start[pos]
         gap = float(np.median(np.diff(starts)))
         last = int(pos[-1])
-        wrapper = widened[-1] or lane.end[last] - starts[-1] >= 0.5 * gap
+        # An enclosing call holding this occurrence alone wraps the whole iteration.
+        wrapper = bool(widened[-1])
         if wrapper:
-            end = float(lane.end[last])  # a wrapper of the whole iteration: its end
+            end = float(lane.end[last])
         else:
-            # A marker (a fetch, zero_grad): the calls that follow it, up to a bound.
+            # A marker (a fetch, zero_grad, a label): the calls from it on, up to a bound.
             bound = float(starts[-1]) + EDGE_PERIODS * gap
             after = (lane.start >= starts[-1]) & (lane.start < bound)
             end = min(float(lane.end[after].max()), bound)
         host_end = np.append(starts[1:], end)
         keep = np.ones(starts.shape[0], dtype=bool)
         # A wrapper is a whole iteration however short; after a marker, maybe a fragment.
-        keep[-1] = wrapper or host_end[-1] - starts[-1] >= MIN_EDGE_SHARE * gap
+        keep[-1] = wrapper or _whole(lane, starts, host_end, -1)
     rows = lane.rows[np.asarray(starts_at)][keep]
     host_start, host_end = starts[keep], host_end[keep]
     if rows.shape[0] < 2 or np.unique(host_start).shape[0] != host_start.shape[0]:
