@@ -23,7 +23,7 @@ from tb_diagnostics.analysis.steps import (
     find_host_steps,
     per_window_sum,
 )
-from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict
+from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict_of
 from tb_diagnostics.trace.categories import (
     COMM_NAME,
     INPUT_NAME,
@@ -268,31 +268,45 @@ class SpanAnalysis:
             "profiler": c_profiler - busy,
         }
         stats = self._per_window_stats(lo, hi)
+        # Python lists, not numpy scalars, in the per-window loop: a trace of a million
+        # steps builds a million windows, and a float() of a numpy scalar costs 10× more.
+        n = lo.shape[0]
+        has_steps = len(hs) > 0
+        idle_cols = {c: np.maximum(v, 0.0).tolist() for c, v in idle.items()}
+        busy_l, wall_l, lo_l, hi_l = busy.tolist(), wall.tolist(), lo.tolist(), hi.tolist()
+        step_l = hs.numbers.tolist() if has_steps else [None] * n
+        row_l = hs.rows.tolist() if has_steps and not hs.inferred else [-1] * n
+        host_lo_l = hs.host_start.tolist() if has_steps else lo_l
+        host_hi_l = hs.host_end.tolist() if has_steps else hi_l
+        cpu_l = stats["self_cpu"].tolist()
+        dev_l = [None] * n if self.cpu_only else stats["self_device"].tolist()
+        ops_l, kernels_l = stats["ops"].tolist(), stats["kernels"].tolist()
+        th = self.thresholds
         out = []
-        for k in range(lo.shape[0]):
-            idle_k = {c: max(float(v[k]), 0.0) for c, v in idle.items()}
-            busy_k = float(busy[k])
+        for k in range(n):
+            idle_k = {c: col[k] for c, col in idle_cols.items()}
+            busy_k = busy_l[k]
             # The profiler's own time is labelled, and left out of the verdict.
-            judged = float(wall[k]) - idle_k["profiler"]
+            judged = wall_l[k] - idle_k["profiler"]
             frac = busy_k / judged if judged > 0 else 0.0
-            has_steps = len(hs) > 0
+            cause = main_idle_cause(idle_k)
             out.append(StepWindow(
                 index=k,
-                step=int(hs.numbers[k]) if has_steps else None,
+                step=int(step_l[k]) if has_steps else None,
                 # An inferred step has no step event (its row only starts the iteration).
-                row=int(hs.rows[k]) if has_steps and not hs.inferred else -1,
-                host_start=float(hs.host_start[k]) if has_steps else float(lo[k]),
-                host_end=float(hs.host_end[k]) if has_steps else float(hi[k]),
-                start=float(lo[k]),
-                end=float(hi[k]),
-                device_busy_us=busy_k,
+                row=int(row_l[k]),
+                host_start=float(host_lo_l[k]),
+                host_end=float(host_hi_l[k]),
+                start=float(lo_l[k]),
+                end=float(hi_l[k]),
+                device_busy_us=float(busy_k),
                 idle=idle_k,
-                verdict=verdict(frac, idle_k, self.thresholds),
-                main_idle_cause=main_idle_cause(idle_k),
-                self_cpu_us=float(stats["self_cpu"][k]),
-                self_device_us=None if self.cpu_only else float(stats["self_device"][k]),
-                ops=int(stats["ops"][k]),
-                kernels=int(stats["kernels"][k]),
+                verdict=verdict_of(frac, cause, th),
+                main_idle_cause=cause,
+                self_cpu_us=float(cpu_l[k]),
+                self_device_us=None if dev_l[k] is None else float(dev_l[k]),
+                ops=int(ops_l[k]),
+                kernels=int(kernels_l[k]),
                 flags=["inferred"] if hs.inferred else [],
             ))
         return out

@@ -59,8 +59,11 @@ def main_idle_cause(idle: dict[str, float]) -> str | None:
 
     The profiler's own time (``idle["profiler"]``, where present) is never a cause.
     """
-    best = max(IDLE_CAUSES, key=lambda c: (idle[c], -IDLE_CAUSES.index(c)))
-    return best if idle[best] > 0 else None
+    best, most = None, 0.0
+    for c in IDLE_CAUSES:  # strictly greater: the earlier cause keeps a tie
+        if idle[c] > most:
+            best, most = c, idle[c]
+    return best
 
 
 def verdict(device_busy: float, idle: dict[str, float], th: Thresholds) -> str:
@@ -68,9 +71,13 @@ def verdict(device_busy: float, idle: dict[str, float], th: Thresholds) -> str:
 
     ``device_busy`` is taken over the step without the profiler's own time.
     """
+    return verdict_of(device_busy, main_idle_cause(idle), th)
+
+
+def verdict_of(device_busy: float, cause: str | None, th: Thresholds) -> str:
+    """:func:`verdict`, given the step's ``main_idle_cause`` already."""
     if device_busy >= th.compute_bound:
         return "compute-bound"
-    cause = main_idle_cause(idle)
     if device_busy < th.low_busy:
         return CAUSE_VERDICT[cause or "other"]
     return "mixed"
