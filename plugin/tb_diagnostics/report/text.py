@@ -244,21 +244,32 @@ def saving_text(f: dict[str, Any], span: dict[str, Any] | None) -> str:
     return f"saves ~{_dur(save)}{'/step' if per_step else ' over the span'}"
 
 
-def finding_head(f: dict[str, Any], code: str = "") -> str:
-    """The rule id and, where a rule finds several things in one span, what this one is
-    about: ``host-sync · aten::item → cudaMemcpyAsync``."""
-    subject = f.get("subject")
+def finding_head(f: dict[str, Any], code: str = "", shown: bool = True) -> str:
+    """The rule id and (``shown``) what this finding is about:
+    ``host-sync · aten::item → cudaMemcpyAsync``."""
+    subject = f.get("subject") if shown else None
     return f"{code}{f['rule']}{code}" + (f" · {subject}" if subject else "")
+
+
+def _repeated(findings: list[dict[str, Any]]) -> set[str]:
+    """Titles that more than one finding of the list has: those show their subject (where
+    the message is printed in full, a lone finding's subject only repeats its start)."""
+    seen: dict[str, int] = {}
+    for f in findings:
+        seen[f.get("title", f["rule"])] = seen.get(f.get("title", f["rule"]), 0) + 1
+    return {t for t, n in seen.items() if n > 1}
 
 
 def _findings_text(span: dict[str, Any], is_span: bool = True) -> list[str]:
     if not span["findings"]:
         return []
     lines = ["  findings:"]
+    repeated = _repeated(span["findings"])
     for f in span["findings"]:
         save = saving_text(f, span if is_span else None)
         tail = f" ({save})" if save else ""
-        lines.extend(textwrap.wrap(f"[{f['severity']}] {finding_head(f)}: {f['message']}{tail}",
+        head = finding_head(f, shown=f.get("title", f["rule"]) in repeated)
+        lines.extend(textwrap.wrap(f"[{f['severity']}] {head}: {f['message']}{tail}",
                                    width=100, initial_indent="    ",
                                    subsequent_indent="        ", break_on_hyphens=False))
         lines.extend(f"        open {_cell_text(c)}" for c in f.get("cells", []))
@@ -304,8 +315,8 @@ def md_code(text: Any) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
-def _md_finding(f: dict[str, Any], span: dict[str, Any] | None) -> str:
-    subject = f" · {md_code(f['subject'])}" if f.get("subject") else ""
+def _md_finding(f: dict[str, Any], span: dict[str, Any] | None, shown: bool = True) -> str:
+    subject = f" · {md_code(f['subject'])}" if shown and f.get("subject") else ""
     save = saving_text(f, span)
     return (f"- **{md(f['severity'])}** {md_code(f['rule'])}{subject}: {md(f['message'])}"
             + (f" ({md(save)})" if save else ""))
@@ -359,7 +370,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if span["findings"]:
             out.append("**Findings**")
             out.append("")
-            out.extend(_md_finding(f, span) for f in span["findings"])
+            repeated = _repeated(span["findings"])
+            out.extend(_md_finding(f, span, f.get("title", f["rule"]) in repeated)
+                       for f in span["findings"])
             out.append("")
     for r in doc["runs"]:
         if r.get("findings"):

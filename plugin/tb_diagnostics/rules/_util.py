@@ -196,8 +196,11 @@ def warm_steps(analysis: SpanAnalysis) -> WarmSteps:
 
 
 def short_name(name: str, width: int = 80) -> str:
-    """A long (templated kernel) name cut to ``width`` characters."""
-    return name if len(name) <= width else name[: width - 1] + "…"
+    """A long (templated kernel) name as its own name with namespaces
+    (``tb_diagnostics.names``), cut to ``width`` characters if still longer."""
+    from tb_diagnostics.names import cut, shorten_name
+
+    return cut(shorten_name(name, width), width)
 
 
 def fmt_count(x: float) -> str:
