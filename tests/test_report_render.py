@@ -119,3 +119,13 @@ def test_compare_tables_shorten_and_cap_names():
     text = render_compare_text(doc)
     assert max(len(line) for line in text.splitlines()) < 110
     assert "Findings appeared: none" in text
+
+
+def test_html_step_chart_scales_to_the_warm_steps_and_clips_the_cold_one():
+    from tb_diagnostics.report.html import step_chart_svg
+
+    svg = step_chart_svg(_cold_span())
+    assert svg.count('class="break"') == 2
+    assert '<text class="clipped"' in svg and "3.79 ms (cold)" in svg
+    # The axis reads the warm steps' scale, not the cold step's.
+    assert ">70 µs</text>" in svg

@@ -95,7 +95,15 @@ def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) ->
     steps = span["steps"]
     if not steps:
         return ""
-    top = max(s["wall_us"] for s in steps) or 1.0
+    from tb_diagnostics.report.compare import cold_steps
+
+    # Scaled to the warm steps: a cold step 50× longer would flatten them to nothing; its
+    # bar is clipped with a break and labelled with its real wall time.
+    cold = cold_steps(span)
+    warm = [s["wall_us"] for s in steps if s["step"] not in cold] or [s["wall_us"] for s in steps]
+    top = max(warm) or 1.0
+    if max(s["wall_us"] for s in steps) <= 1.5 * top:
+        top = max(s["wall_us"] for s in steps) or 1.0
     pad_l, pad_b = 60, 24
     plot_h = height - pad_b - 8
     bw = (width - pad_l) / len(steps)
@@ -113,13 +121,22 @@ def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) ->
         label = "all" if s["step"] is None else s["step"]
         for name, key, colour in parts:
             v = s["device_busy_us"] if key == "device_busy_us" else s["idle"].get(key, 0.0)
-            h = plot_h * v / top
+            h = min(plot_h * v / top, max(y - 8, 0.0))
             if h <= 0:
                 continue
             y -= h
             out.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bw * 0.8:.1f}" '
                        f'height="{h:.1f}" fill="{colour}"><title>step {_e(label)}: '
                        f'{_LABEL[name]} {_e(_dur(v))}</title></rect>')
+        if s["wall_us"] > top * 1.0001:
+            # The break: two light strokes across the clipped bar, and the real value.
+            for dy in (14, 20):
+                out.append(f'<line class="break" x1="{x - 2:.1f}" y1="{8 + dy + 3}" '
+                           f'x2="{x + bw * 0.8 + 2:.1f}" y2="{8 + dy - 3}" stroke="#fff" '
+                           'stroke-width="3"/>')
+            out.append(f'<text class="clipped" x="{x + bw * 0.4:.1f}" y="{8 + 11}" '
+                       f'font-size="11" text-anchor="middle">{_e(_dur(s["wall_us"]))}'
+                       f'{" (cold)" if s["step"] in cold else ""}</text>')
         out.append(f'<text x="{x + bw * 0.4:.1f}" y="{height - 6}" font-size="11" '
                    f'text-anchor="middle">{_e(label)}</text>')
     out.append("</svg>")
