@@ -129,3 +129,16 @@ def test_html_step_chart_scales_to_the_warm_steps_and_clips_the_cold_one():
     assert '<text class="clipped"' in svg and "3.79 ms (cold)" in svg
     # The axis reads the warm steps' scale, not the cold step's.
     assert ">70 µs</text>" in svg
+
+
+def test_whatif_lines_read_as_durations():
+    from tb_diagnostics.report.whatif import whatif_lines
+
+    w = {"id": "input", "change": "c", "steps": [1], "wall_us_before": 177440.0,
+         "wall_us_after": 118780.0, "saves_us": 58960.0}
+    span = {"whatif": [w, {**w, "id": "profiler", "wall_us_after": 177440.0, "saves_us": 0.0},
+                       {**w, "steps": [None], "wall_us_before": 5_295_420.0}]}
+    assert whatif_lines(span) == [
+        "input: 177.44 ms → 118.78 ms, saves 58.96 ms per step — c",
+        "profiler: 177.44 ms → 177.44 ms, no measurable saving — c",
+        "input: 5.30 s → 118.78 ms, saves 58.96 ms over the span — c"]

@@ -50,6 +50,8 @@ def whatif_lines(span: dict[str, Any]) -> list[str]:
     out = []
     for w in span.get("whatif") or []:
         per = "per step" if w["steps"] and w["steps"][0] is not None else "over the span"
+        saves = (f"saves {fmt_us(w['saves_us'])} {per}" if w["saves_us"] >= 0.05
+                 else "no measurable saving")
         out.append(f"{w['id']}: {fmt_us(w['wall_us_before'])} → {fmt_us(w['wall_us_after'])}"
-                   f", saves {fmt_us(w['saves_us'])} {per} — {w['change']}")
+                   f", {saves} — {w['change']}")
     return out
