@@ -4,9 +4,17 @@
 // event, click selects it and draws its launch → kernel links. A finding's
 // evidence is outlined in yellow and the view zooms to it.
 
-import { h } from "./dom.js";
+import { fill, h } from "./dom.js";
 import { dur, shortName } from "./format.js";
 import { AXIS_H, LABEL_W, ROW_H, drawAxis, drawBody, layout, palette } from "./tldraw.js";
+
+/** The tooltip's word for each event kind the timeline route sends (analysis/dispatch.py KIND_LABEL). */
+const KIND_WORD = {
+  op: "op", annotation: "annotation", runtime: "runtime call", driver: "driver call",
+  python: "Python frame", kernel: "kernel", memcpy: "memory copy", memset: "memory set",
+  gpu_annotation: "device annotation", gpu_sync: "device sync", trace: "profiler span",
+  overhead: "profiler overhead", other: "other event",
+};
 
 export class TimelineView {
   constructor(container, info) {
@@ -153,9 +161,11 @@ export class TimelineView {
     const tl = this.tl, ev = tl.events;
     const launches = tl.links.filter(([a]) => a === i).length;
     const by = tl.links.find(([, b]) => b === i);
-    this.tip.replaceChildren(
-      h("div", { class: "n" }, tl.names[ev.name[i]]),
-      h("div", { class: "m" }, `${ev.kind[i]} · ${tl.lanes[ev.lane[i]].label}`),
+    // fill(), not replaceChildren(): the optional lines are null when absent,
+    // and replaceChildren would print them as the text "null".
+    fill(this.tip,
+      h("div", { class: "n" }, tl.names[ev.name[i]] || "(unnamed)"),
+      h("div", { class: "m" }, `${KIND_WORD[ev.kind[i]] || ev.kind[i] || "event"} · ${tl.lanes[ev.lane[i]]?.label || "lane"}`),
       h("div", { class: "m" }, `duration ${dur(ev.dur_us[i])} · starts ${dur(ev.start_us[i] - tl.range.start_us)} into the step`),
       launches ? h("div", { class: "m" }, `launches ${launches} device activit${launches > 1 ? "ies" : "y"}`) : null,
       by ? h("div", { class: "m" }, `launched by ${shortName(tl.names[ev.name[by[0]]], 60)}`) : null,
