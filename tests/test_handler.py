@@ -1,0 +1,102 @@
+"""tb_diagnostics.trace_handler in a real (small, CPU) profiled loop: torch's file, plus one
+verdict line per profiling cycle; budgets and failures end in a logged line, never a raise."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+import tb_diagnostics
+
+torch = pytest.importorskip("torch")
+
+LINE = re.compile(r"^tb-diagnostics: steps? \d+(?:–\d+)? [a-z-]+ \((?:CPU|device) busy \d+ %\)")
+
+
+def profiled_loop(handler, cycles: int = 1, active: int = 2) -> None:
+    model = torch.nn.Linear(32, 32)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=active, repeat=cycles)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                schedule=sched, on_trace_ready=handler) as prof:
+        for _ in range(cycles * (active + 1)):
+            opt.zero_grad()
+            model(torch.randn(16, 32)).sum().backward()
+            opt.step()
+            prof.step()
+
+
+@pytest.mark.slow
+def test_a_profiled_loop_writes_the_trace_and_logs_its_verdict(tmp_path, caplog, capsys):
+    caplog.set_level(logging.INFO, logger="tb_diagnostics")
+    run = tmp_path / "log" / "run"
+    profiled_loop(tb_diagnostics.trace_handler(run, worker_name="w0", use_gzip=True),
+                  cycles=2)
+    files = sorted(run.iterdir())
+    # The files torch's own handler names: worker, timestamp, gzip suffix.
+    assert len(files) == 2 and all(re.fullmatch(r"w0\.\d+\.pt\.trace\.json\.gz", f.name)
+                                   for f in files)
+    lines = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"]
+    assert len(lines) == 2, lines
+    assert all(LINE.match(x) for x in lines), lines
+    assert lines[0].startswith("tb-diagnostics: steps 1–2 ")
+    # echo: the same lines on stderr.
+    assert capsys.readouterr().err.count("tb-diagnostics: steps ") == 2
+    # The line is the report's: its verdict is the span's headline verdict.
+    report = tb_diagnostics.analyze(files[0], cache=False)
+    (span,) = [s for r in report.document["runs"] for w in r["workers"] for s in w["spans"]]
+    assert f" {span['verdict']} (" in lines[0]
+
+
+@pytest.mark.slow
+def test_budgets_skip_with_a_note(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tb_diagnostics")
+    profiled_loop(tb_diagnostics.trace_handler(tmp_path / "a", echo=False, max_bytes=10))
+    profiled_loop(tb_diagnostics.trace_handler(tmp_path / "b", echo=False, max_seconds=0.01))
+    lines = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"]
+    assert len(lines) == 2
+    assert "not analysed live" in lines[0] and "max_bytes" in lines[0]
+    assert "not analysed live" in lines[1] and "max_seconds" in lines[1]
+    assert len(list((tmp_path / "a").iterdir())) == len(list((tmp_path / "b").iterdir())) == 1
+
+
+class _FakeProfiler:
+    """What torch's handler calls: export_chrome_trace(path, ...)."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def export_chrome_trace(self, path: str, **_: object) -> None:
+        if self.text is None:
+            raise OSError("No space left on device")
+        Path(path).write_text(self.text)
+
+
+def test_failures_are_logged_never_raised(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="my.training")
+    own = logging.getLogger("my.training")
+    handler = tb_diagnostics.trace_handler(tmp_path / "run", worker_name="w0", echo=False,
+                                           logger=own)
+    handler(_FakeProfiler(None))  # torch could not write the file
+    handler(_FakeProfiler("{not json"))  # a file the engine cannot read
+    records = [r for r in caplog.records if r.name == "my.training"]
+    assert len(records) == 2
+    assert records[0].levelno == logging.ERROR and "No space left" in records[0].getMessage()
+    assert records[1].getMessage().startswith("tb-diagnostics: ")
+    assert "w0." in records[1].getMessage()  # the unreadable file is named
+
+
+def test_cycle_line_of_a_span_document():
+    from tb_diagnostics.handler import cycle_line
+
+    span = {"verdict": "overhead-bound", "device": {"kind": "cuda"}, "errors": [],
+            "steps": [{"step": n, "wall_us": 100.0, "device_busy_us": 4.0,
+                       "verdict": "overhead-bound", "flags": []} for n in (3, 4, 5)],
+            "findings": [{"rule": "tiny-kernels", "severity": "info", "message": "b"},
+                         {"rule": "host-sync", "severity": "warning", "savings_us": 5.0,
+                          "message": "cudaDeviceSynchronize   blocked\nthe host"}]}
+    assert cycle_line(span) == ("tb-diagnostics: steps 3–5 overhead-bound (device busy 4 %); "
+                                "top finding: host-sync: cudaDeviceSynchronize blocked the host")
