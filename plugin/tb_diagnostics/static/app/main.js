@@ -10,7 +10,7 @@ import { RanksView } from "./heatmap.js";
 import { VERDICT_HELP, bytes, stepLabel, verdictColor } from "./format.js";
 import { listenForReload } from "./ipc.js";
 import { Picker } from "./picker.js";
-import { readState, writeState } from "./state.js";
+import { KEYS, onStateChange, readState, writeState } from "./state.js";
 import { RooflineView } from "./roofline.js";
 import { emptyState, loadingState, problemState, spanErrorState } from "./states.js";
 import { StepChart, legend } from "./stepchart.js";
@@ -100,6 +100,30 @@ export class App {
       this.timeline.themeChanged();
     });
     listenForReload(() => this.loadRuns(true));
+    onStateChange((want, named) => {
+      // Back on the tab with a bare "#diagnostics": put the view's state back, open nothing else.
+      if (named) this.route(want);
+      else writeState(this.state);
+    });
+  }
+
+  /** A URL hash edited by hand or a pasted link: open what it names. */
+  route(want) {
+    if (KEYS.every((k) => (want[k] ?? null) === (this.state[k] ?? null))) return;
+    this.state = want;
+    if (!this.runs || this.runs.status !== "ok") {
+      this.loadRuns();
+      return;
+    }
+    const sel = this.picker.setRuns(this.runs.runs, want);
+    const sameSpan = this.summary && this.file && sel.file.file === this.file.file;
+    this.setState({ run: sel.run, worker: sel.worker, span: sel.span });
+    this.file = sel.file;
+    if (sel.run !== this.ranksRun) this.loadRun(sel.run);
+    this.loadCompare();
+    // Same span: redraw from the state (step, open finding, zoom) without a reload.
+    if (sameSpan) this.showSummary(this.summary);
+    else this.loadSpan();
   }
 
   setState(patch) {
@@ -144,7 +168,14 @@ export class App {
 
   pick(sel) {
     const changed = sel.run !== this.state.run || sel.worker !== this.state.worker || sel.span !== this.state.span;
-    this.setState({ run: sel.run, worker: sel.worker, span: sel.span, ...(changed && this.file ? { step: null, finding: null, zoom: null } : {}) });
+    // Another run picked here: the baseline was chosen for the old one (a shared
+    // link, this.file still unset, keeps its own).
+    const otherRun = sel.run !== this.state.run && this.file;
+    this.setState({
+      run: sel.run, worker: sel.worker, span: sel.span,
+      ...(changed && this.file ? { step: null, finding: null, zoom: null } : {}),
+      ...(otherRun ? { compare: null } : {}),
+    });
     this.file = sel.file;
     if (sel.run !== this.ranksRun) this.loadRun(sel.run);
     if (sel.run !== this.compareRun) this.loadCompare();
@@ -154,9 +185,13 @@ export class App {
   // ---- compare (the selected run against a baseline run) -------------------
   async loadCompare() {
     const run = this.state.run;
-    const baseline = this.state.compare && this.state.compare !== run ? this.state.compare : null;
+    const runs = this.runs?.runs || [];
+    // Only a run of this log dir other than the candidate: a stale or foreign baseline is dropped.
+    const valid = this.state.compare && this.state.compare !== run && runs.some((r) => r.run === this.state.compare);
+    if (this.state.compare && !valid) this.setState({ compare: null });
+    const baseline = valid ? this.state.compare : null;
     this.compareRun = run;
-    this.compare.setRuns(this.runs?.runs || [], run, baseline);
+    this.compare.setRuns(runs, run, baseline);
     const signal = this.abort("compare");
     if (!baseline) return;
     this.compare.loading(null);

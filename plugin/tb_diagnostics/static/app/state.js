@@ -56,3 +56,18 @@ export function writeState(state) {
     /* a sandboxed parent: the state just is not shareable */
   }
 }
+
+/**
+ * Call ``cb(state, named)`` when someone else changes the URL hash: a link
+ * pasted or edited in the address bar (``named``: the hash holds any of our keys). writeState's replaceState fires no hashchange,
+ * so the tab's own writes never come back here.
+ */
+export function onStateChange(cb) {
+  const win = hostLocation();
+  win.addEventListener("hashchange", () => {
+    const { own, others } = parseHash(win.location.hash || "");
+    // Another TensorBoard tab is open: its hash is not ours to follow.
+    if (win !== window && others.length && others[0] !== "diagnostics") return;
+    cb(readState(), Object.keys(own).length > 0);
+  });
+}
