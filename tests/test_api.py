@@ -188,3 +188,26 @@ def test_an_in_memory_log_dir(tmp_path):
     finally:
         fs.rm("/api-test", recursive=True)
     assert [s["step"] for s in by_dir.steps()] == [s["step"] for s in by_file.steps()] == [0, 1, 2]
+
+
+def test_an_unguarded_script_on_several_files_just_works(tmp_path):
+    """The most natural script has no ``if __name__ == "__main__":``; spawned workers would
+    re-run it, so a script is analysed in its own process unless it asks for workers."""
+    log = tmp_path / "log"
+    for run in ("a", "b", "c"):
+        t = TraceBuilder([{"id": 0, "name": "Test GPU"}])
+        for n in range(3):
+            t.step(n, n * 100, 100)
+            t.launch(n * 100 + 5, 5, "k", n * 100 + 20, 50)
+        t.write(log / run / "w.1.pt.trace.json")
+    script = tmp_path / "analyse.py"
+    script.write_text("import tb_diagnostics\n"
+                      f"r = tb_diagnostics.analyze({str(log)!r}, cache=False)\n"
+                      "print(sorted({s['run'] for s in r.steps()}))\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "plugin"),
+                                                      env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['a', 'b', 'c']"

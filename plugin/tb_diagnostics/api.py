@@ -272,6 +272,15 @@ def _single_file(path: str) -> LogDir:
     return LogDir(logdir=parent, runs=[Run(name=ROOT_RUN, workers=[Worker(worker, [f])])])
 
 
+def _main_is_a_script() -> bool:
+    """Whether ``__main__`` is a file that spawned workers would import (and so re-run,
+    unless guarded); notebooks, the REPL and ``python -c`` have none."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    return bool(getattr(main, "__file__", None)) and "ipykernel" not in sys.modules
+
+
 def analyze(path: str | os.PathLike[str], run: str | None = None, *,
             thresholds: Thresholds | Mapping[str, float] | None = None,
             cache: bool | str | os.PathLike[str] | TraceCache = True,
@@ -286,9 +295,10 @@ def analyze(path: str | os.PathLike[str], run: str | None = None, *,
     :class:`~tb_diagnostics.cache.TraceCache` that one. ``executor`` is any
     :class:`concurrent.futures.Executor`, or ``"local"`` / ``"dask://HOST:PORT"``; by
     default several files are analysed in a local pool of up to ``workers`` processes
-    (``workers=1``: all in this process). The pool spawns fresh interpreters, so a script
-    (not a notebook) that analyses several files calls this under
-    ``if __name__ == "__main__":``.
+    (``workers=1``: all in this process). The pool spawns fresh interpreters, which import
+    the calling script again; so, unless ``workers`` is given, a script (a ``__main__``
+    with a file, as opposed to a notebook or the REPL) is analysed in this process, and a
+    script that asks for ``workers=N`` calls this under ``if __name__ == "__main__":``.
 
     Raises :class:`~tb_diagnostics.errors.LogDirError` when the path cannot be listed or
     holds no such run; a trace that cannot be read is that span's ``errors`` entry.
@@ -304,6 +314,8 @@ def analyze(path: str | os.PathLike[str], run: str | None = None, *,
         raise LogDirError(f"no run {run!r} in {text} (runs: {known})")
     th = _thresholds(thresholds)
     tc = _cache(cache)
+    if workers is None and executor is None and _main_is_a_script():
+        workers = 1  # an unguarded script would be re-run by every spawned worker
     with contextlib.ExitStack() as stack:
         pool = executor
         if executor is None or isinstance(executor, str):
