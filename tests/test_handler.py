@@ -33,8 +33,9 @@ def profiled_loop(handler, cycles: int = 1, active: int = 2) -> None:
 def test_a_profiled_loop_writes_the_trace_and_logs_its_verdict(tmp_path, caplog, capsys):
     caplog.set_level(logging.INFO, logger="tb_diagnostics")
     run = tmp_path / "log" / "run"
-    profiled_loop(tb_diagnostics.trace_handler(run, worker_name="w0", use_gzip=True),
-                  cycles=2)
+    handler = tb_diagnostics.trace_handler(run, worker_name="w0", use_gzip=True)
+    profiled_loop(handler, cycles=2)  # training goes on while the cycles are analysed
+    handler.wait(120)
     files = sorted(run.iterdir())
     # The files torch's own handler names: worker, timestamp, gzip suffix.
     assert len(files) == 2 and all(re.fullmatch(r"w0\.\d+\.pt\.trace\.json\.gz", f.name)
@@ -54,8 +55,11 @@ def test_a_profiled_loop_writes_the_trace_and_logs_its_verdict(tmp_path, caplog,
 @pytest.mark.slow
 def test_budgets_skip_with_a_note(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="tb_diagnostics")
-    profiled_loop(tb_diagnostics.trace_handler(tmp_path / "a", echo=False, max_bytes=10))
-    profiled_loop(tb_diagnostics.trace_handler(tmp_path / "b", echo=False, max_seconds=0.01))
+    # In the foreground: the handler returns once its line is out.
+    profiled_loop(tb_diagnostics.trace_handler(tmp_path / "a", echo=False, max_bytes=10,
+                                               background=False))
+    profiled_loop(tb_diagnostics.trace_handler(tmp_path / "b", echo=False, max_seconds=0.01,
+                                               background=False))
     lines = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"]
     assert len(lines) == 2
     assert "not analysed live" in lines[0] and "max_bytes" in lines[0]
@@ -82,6 +86,7 @@ def test_failures_are_logged_never_raised(tmp_path, caplog):
                                            logger=own)
     handler(_FakeProfiler(None))  # torch could not write the file
     handler(_FakeProfiler("{not json"))  # a file the engine cannot read
+    handler.wait(60)
     records = [r for r in caplog.records if r.name == "my.training"]
     assert len(records) == 2
     assert records[0].levelno == logging.ERROR and "No space left" in records[0].getMessage()
@@ -100,3 +105,29 @@ def test_cycle_line_of_a_span_document():
                           "message": "cudaDeviceSynchronize   blocked\nthe host"}]}
     assert cycle_line(span) == ("tb-diagnostics: steps 3–5 overhead-bound (device busy 4 %); "
                                 "top finding: host-sync: cudaDeviceSynchronize blocked the host")
+
+
+def test_the_training_loop_does_not_wait_for_the_analysis(tmp_path, caplog, monkeypatch):
+    """The handler returns once torch has written the file; the line follows."""
+    import threading
+
+    from tb_diagnostics import handler as handler_mod
+
+    caplog.set_level(logging.INFO, logger="tb_diagnostics")
+    gate = threading.Event()
+
+    def slow_analysis(path, max_seconds, cache):
+        gate.wait(30)  # the child still analysing
+        return f"tb-diagnostics: analysed {Path(path).name}"
+
+    monkeypatch.setattr(handler_mod, "_analyse", slow_analysis)
+    handler = tb_diagnostics.trace_handler(tmp_path / "run", worker_name="w0", echo=False)
+    handler(_FakeProfiler('{"traceEvents": []}'))
+    handler(_FakeProfiler('{"traceEvents": []}'))
+    assert len(list((tmp_path / "run").iterdir())) == 2  # both written, neither analysed
+    assert not [r for r in caplog.records if r.name == "tb_diagnostics"]
+    gate.set()
+    handler.wait(30)
+    lines = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"]
+    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert lines == [f"tb-diagnostics: analysed {n}" for n in names]  # in cycle order

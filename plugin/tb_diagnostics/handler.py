@@ -12,18 +12,23 @@ stderr when ``echo``)::
     tb-diagnostics: steps 3–5 overhead-bound (device busy 4 %); top finding: …
 
 The analysis runs in a child interpreter with a time budget (killed past it) and is skipped
-above a size budget, so it can neither stall the training loop for long nor grow its
-memory; nothing it does raises into the loop (errors are logged). torch is imported only
-when the handler is made, the engine (numpy) only in the child.
+above a size budget, so it can neither stall the training loop nor grow its memory: by
+default the handler returns as soon as torch has written the file, and a background thread
+waits for the child (cycles are analysed one after another, in order; at exit the program
+waits for the last one, within the time budget). Nothing it does raises into the loop
+(errors are logged). torch is imported only when the handler is made, the engine (numpy)
+only in the child.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -121,7 +126,7 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
                   logger: logging.Logger | None = None,
                   max_bytes: int = DEFAULT_MAX_BYTES,
                   max_seconds: float = DEFAULT_MAX_SECONDS,
-                  cache: bool = False) -> Callable[[Any], None]:
+                  cache: bool = False, background: bool = True) -> Callable[[Any], None]:
     """A drop-in for ``torch.profiler.tensorboard_trace_handler`` that also says, after
     each profiling cycle, what its steps were bound by.
 
@@ -131,7 +136,10 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
     analysis past ``max_seconds`` is stopped; either way a note says so. ``cache`` lets
     the analysis write the engine's cache (the tab then opens the file at once). Nothing
     is raised into the training loop: a trace torch could not write is logged as an
-    error, an analysis that failed as a warning.
+    error, an analysis that failed as a warning. With ``background`` (the default) the
+    analysis runs while training goes on, and the line follows a few seconds later; the
+    handler's ``wait()`` blocks until every cycle so far is analysed. Without it, the
+    handler returns once the line is out.
     """
     from torch.profiler import tensorboard_trace_handler
 
@@ -144,6 +152,17 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
         if echo:
             print(line, file=sys.stderr, flush=True)
 
+    # One analysis at a time, in cycle order: the lines follow the cycles.
+    turn = threading.Lock()
+    pending: list[threading.Thread] = []
+
+    def wait(timeout: float | None = None) -> None:
+        """Block until every cycle written so far has been analysed (or ``timeout``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in list(pending):
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        pending[:] = [t for t in pending if t.is_alive()]
+
     def handler(prof: Any) -> None:
         rec = _Recorder(prof)
         try:
@@ -151,8 +170,24 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
         except Exception as exc:  # a full disk must not end the training run either
             say(f"tb-diagnostics: the trace could not be written: {exc}", logging.ERROR)
             return
+        if not background:
+            analyse_cycle(rec.paths)
+            return
+        if not pending:  # the first cycle: let the program's exit wait for the last line
+            atexit.register(wait, max_seconds + 5.0)
+        pending[:] = [t for t in pending if t.is_alive()]
+        t = threading.Thread(target=analyse_cycle, args=(rec.paths,), daemon=True,
+                             name="tb-diagnostics-cycle")
+        pending.append(t)
+        t.start()
+
+    def analyse_cycle(paths: list[str]) -> None:
+        with turn:
+            analyse_paths(paths)
+
+    def analyse_paths(paths: list[str]) -> None:
         try:
-            for path in rec.paths:
+            for path in paths:
                 size = os.path.getsize(path)
                 if size > max_bytes:
                     say(f"tb-diagnostics: note: {os.path.basename(path)} was not analysed "
@@ -168,6 +203,7 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
             say(f"tb-diagnostics: could not analyse the profiling cycle: {exc}",
                 logging.WARNING)
 
+    handler.wait = wait  # type: ignore[attr-defined]
     return handler
 
 
