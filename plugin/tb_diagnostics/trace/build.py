@@ -240,6 +240,43 @@ class ModelBuilder:
                                         compact=True)
         return out
 
+    def export(self) -> dict[str, Any]:
+        """What the batches added, as plain data (for :meth:`merge` in another process):
+        the builder is spent after it."""
+        columns = {}
+        for key, column in self.columns.items():
+            data = column.take() if column.data is not None else None
+            columns[key] = (column.dtype, column.absent, data, column.n)
+        self.columns = {}
+        return {"strings": self.intern.strings, "lanes": list(self.lane_ids),
+                "columns": columns, "skipped": self.skipped, "odd": self.odd,
+                "side": self.side.export()}
+
+    def merge(self, part: dict[str, Any]) -> None:
+        """Append a part of the file (:meth:`export` of the builder that read it), as if its
+        batches had been added here: strings and threads first seen in it are numbered
+        after the ones known, in its order."""
+        string_map = self.intern.many(part["strings"])
+        lane_map = np.asarray([self.lane_ids.setdefault(k, len(self.lane_ids))
+                               for k in part["lanes"]], dtype=np.int32)
+        for key, (dtype, absent, data, n) in part["columns"].items():
+            column = self.columns.get(key)
+            if column is None:
+                column = self.columns[key] = GrowingColumn(dtype, absent)
+            if data is None:
+                column.extend(np.zeros(n, dtype) if absent is None
+                              else constant(absent, n, dtype))
+                continue
+            if key in _STRING_ID_KEYS and data.size and string_map.size:
+                data = np.where(data >= 0, string_map[np.maximum(data, 0)], data).astype(dtype)
+            elif key == "lane" and data.size:
+                data = lane_map[data]
+            column.extend(data)
+        self.skipped += part["skipped"]
+        for what, count in part["odd"].items():
+            self.odd[what] = self.odd.get(what, 0) + count
+        self.side.merge(part["side"])
+
     def _column(self, key: str, dtype: Any) -> np.ndarray:
         """One column; the builder lets go of it as it is taken (peak memory)."""
         column = self.columns.pop(key, None)
@@ -339,6 +376,10 @@ _ABSENT_VALUE: dict[str, Any] = {
                      "stack", "dims", "types", "concrete", "shape"), NO_ID),
     "nbytes": math.nan,
 }
+
+
+#: The builder's columns that hold string ids.
+_STRING_ID_KEYS = frozenset({"name", "stack", "dims", "types", "concrete", "shape"})
 
 
 #: Id columns that are only looked up, never combined arithmetically: stored as int32

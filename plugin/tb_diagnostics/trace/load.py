@@ -7,16 +7,20 @@ decoded whole, which also produces the precise message for a broken file.
 
 from __future__ import annotations
 
+import os
+
 from tb_diagnostics.errors import TraceLoadError
-from tb_diagnostics.storage import open_binary
+from tb_diagnostics.storage import is_local, local_path, open_binary
 from tb_diagnostics.trace.build import ModelBuilder, build_model
 from tb_diagnostics.trace.decode import decode, decompress
 from tb_diagnostics.trace.model import TraceModel
 from tb_diagnostics.trace.stream import (
+    _BUDGET,
     NotJSON,
     NotStreamable,
     TraceTooLarge,
     iter_event_batches,
+    max_trace_bytes,
     read_blocks,
     whole_file_limit,
 )
@@ -42,6 +46,9 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
     the file cannot be read or is not a usable trace.
     """
     shown = display_path or url
+    model = _load_on_cores(url, shown)
+    if model is not None:
+        return model
     try:
         with open_binary(url) as fh:
             builder = ModelBuilder(shown)
@@ -69,6 +76,28 @@ def load_trace(url: str, display_path: str | None = None) -> TraceModel:
     except OSError as exc:
         raise _open_error(shown, exc) from None
     return build_model(decode(raw, shown), shown)
+
+
+def _load_on_cores(url: str, shown: str) -> TraceModel | None:
+    """A big local file decoded on several cores (:mod:`.parallel`), the same model as one
+    core builds; None where it is loaded on one core (small, compressed, remote, in a
+    pool's worker, under an inflate budget) or the parallel load gave up."""
+    from tb_diagnostics.trace import parallel
+
+    if not is_local(url):
+        return None
+    path = local_path(url)
+    try:
+        size = os.path.getsize(path) if os.path.isfile(path) else 0
+    except OSError:
+        return None
+    workers = parallel.workers_for(size)
+    if workers < 2 or size > max_trace_bytes() or _BUDGET.get() is not None:
+        return None
+    try:
+        return parallel.load_parallel(path, shown, workers)
+    except Exception:  # one core then loads it, or says precisely what is wrong
+        return None
 
 
 def _gzip_problem(detail: str) -> str:

@@ -90,6 +90,29 @@ class SideEvents:
             m["device_type"].extend(ints([a.device_type for a in args]))
             m["device_id"].extend(ints([a.device_id for a in args]))
 
+    def export(self) -> dict[str, Any]:
+        """The collected events as plain data (for :meth:`merge` in another process)."""
+        return {"process_names": self.process_names, "thread_names": self.thread_names,
+                "flow_threads": list(self.flow_threads),
+                "flows": {k: c.take() for k, c in self.flows.items()},
+                "memory": {k: c.take() for k, c in self.memory.items()}}
+
+    def merge(self, part: dict[str, Any]) -> None:
+        """Append the events of a later part of the file, as if added here."""
+        self.process_names.update(part["process_names"])
+        self.thread_names.update(part["thread_names"])
+        threads = self.flow_threads
+        thread_map = np.asarray([threads.setdefault(k, len(threads))
+                                 for k in part["flow_threads"]], dtype=np.int32)
+        for k, values in part["flows"].items():
+            if k == "thread" and values.size:
+                values = thread_map[values]
+            if values.size:
+                self.flows[k].extend(values)
+        for k, values in part["memory"].items():
+            if values.size:
+                self.memory[k].extend(values)
+
     def fill_correlations(self, corr: np.ndarray, kind: np.ndarray, is_dev: np.ndarray,
                           lane_col: np.ndarray, lanes: list[Lane],
                           ts_abs: np.ndarray) -> np.ndarray:

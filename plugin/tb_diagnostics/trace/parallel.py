@@ -1,0 +1,242 @@
+"""One big trace file decoded on several cores, into the very model one core builds.
+
+The file is cut into byte ranges at event boundaries; each range is decoded and turned into
+columns by its own process (:class:`ModelBuilder`), and the parts are merged in file
+order. The result is *identical* to the one-core load, string table and thread numbering
+included, because every range is decoded in exactly the pieces the one-core stream
+(:func:`~tb_diagnostics.trace.stream.iter_event_batches`) would cut it into:
+
+- the stream reads blocks of ``BLOCK_BYTES`` from the file's start and, after each block,
+  decodes the events before the last ``},{`` in what it holds. A range therefore starts
+  at such a cut, the last boundary in one block ``b``, with what the stream holds then
+  (the rest of block ``b``) plus block ``b + 1``, the file's prefix (the keys before
+  ``traceEvents``) in front so that the stream sees a whole document;
+- the range before it reads up to block ``b`` and gets that block only up to the cut,
+  followed by ``,{"ph":"M"}]}``: its last piece is cut at the same place, and the
+  metadata event without a name, which nothing keeps, ends the array;
+- the last range reads on to the end of the file and yields the keys around the array.
+
+Strings and threads are numbered in order of first appearance, so taking the parts in
+file order and numbering each part's new ones after the others' gives the one-core
+numbers. A range whose edges do not decode (a boundary inside a string) makes the
+parallel load give up, and the caller loads the file on one core.
+
+Only local, uncompressed files of at least :data:`MIN_BYTES` are cut, and only in a
+top-level process (a pool's worker already shares the cores with its siblings). Each part
+holds only its columns, so the processes together stay near the one-core peak.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tb_diagnostics.trace import stream
+from tb_diagnostics.trace.build import ModelBuilder
+from tb_diagnostics.trace.decode import GZIP_MAGIC
+from tb_diagnostics.trace.model import TraceModel
+
+#: Files smaller than this load on one core (starting processes costs ~0.5 s).
+MIN_BYTES = 192 << 20
+#: Bytes of file per process at least, and the most processes.
+MIN_RANGE_BYTES = 96 << 20
+MAX_WORKERS = 8
+#: Closes the array after a range's last event: a metadata event that nothing keeps.
+_END = b',{"ph":"M"}]}'
+_EVENT_START = re.compile(rb'\s*\{\s*"[A-Za-z_][A-Za-z_ ]{0,39}"\s*:')
+#: Blocks before a cut that must each hold an event boundary (no giant event near a cut).
+_CHECKED_BLOCKS = 8
+
+
+class NotSplittable(Exception):
+    """This file is loaded on one core."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """One range: ``first`` is None for the first range (it reads from the file's start),
+    else ``(cut, block)``: it starts after the boundary ``cut`` in block ``block``. ``stop``
+    is None for the last range, else the next range's ``(cut, block)``."""
+
+    path: str
+    prefix_len: int
+    block: int
+    first: tuple[int, int] | None
+    stop: tuple[int, int] | None
+
+
+def workers_for(size: int) -> int:
+    """How many processes load a file of ``size`` bytes (1: the one-core load)."""
+    env = os.environ.get("TB_DIAGNOSTICS_LOAD_WORKERS")
+    if env is not None:
+        try:
+            cap = max(1, int(env))
+        except ValueError:
+            cap = 1
+    else:
+        cap = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                  else os.cpu_count() or 1, MAX_WORKERS)
+    if size < MIN_BYTES or multiprocessing.parent_process() is not None:
+        return 1
+    return max(1, min(cap, size // MIN_RANGE_BYTES))
+
+
+def _blocks(r: Range) -> Any:
+    """The blocks the range's stream reads (see the module's docstring)."""
+    size = r.block
+    with open(r.path, "rb") as fh:
+        if r.first is None:
+            pos = 0
+        else:
+            head = fh.read(r.prefix_len)
+            cut, b = r.first
+            fh.seek(cut)
+            pos = (b + 2) * size
+            # What the stream holds after that cut: the "," between two events dropped.
+            yield head + fh.read(pos - cut).lstrip(stream._WS)[1:]
+        stop_block = r.stop[1] if r.stop is not None else None
+        while stop_block is None or pos < stop_block * size:
+            data = fh.read(size)
+            if not data:
+                return
+            pos += len(data)
+            yield data
+        cut = r.stop[0]
+        yield fh.read(cut - pos) + _END
+
+
+def build_range(r: Range, shown: str) -> tuple[dict[str, Any], Any]:
+    """Decode one range into columns: (the builder's parts, the file's top-level keys)."""
+    builder = ModelBuilder(shown)
+    for item in stream.iter_event_batches(_blocks(r)):
+        if not isinstance(item, list):
+            return builder.export(), item
+        builder.add(item)
+        del item
+    raise NotSplittable("the range ended early")  # pragma: no cover - the stream yields top
+
+
+def _child(r: Range, shown: str) -> dict[str, Any]:
+    parts, top = build_range(r, shown)
+    parts["problems"] = Counter(getattr(top, "problems", None) or {})
+    return parts
+
+
+def plan(path: str, workers: int) -> list[Range]:
+    """The ranges of a file, or :class:`NotSplittable`."""
+    size = os.path.getsize(path)
+    block = stream.BLOCK_BYTES
+    n_blocks = -(-size // block)
+    with open(path, "rb") as fh:
+        first = fh.read(block)
+        if first.startswith(GZIP_MAGIC):
+            raise NotSplittable("gzip")
+        m = stream._EVENTS_KEY.search(first)
+        if m is None or first[:m.start()].lstrip(stream._WS)[:1] != b"{":
+            raise NotSplittable("no traceEvents key in the first block")
+        prefix_len = m.end()
+        cuts: list[tuple[int, int]] = []
+        for k in range(1, workers):
+            b = k * n_blocks // workers
+            if b < _CHECKED_BLOCKS + 2 or b + 3 >= n_blocks or (cuts and b <= cuts[-1][1] + 2):
+                raise NotSplittable("too few blocks")
+            cuts.append((_cut_in_block(fh, b, block), b))
+    ranges = []
+    edges: list[tuple[int, int] | None] = [None, *cuts, None]
+    for k in range(workers):
+        ranges.append(Range(path, prefix_len, block, edges[k], edges[k + 1]))
+    return ranges
+
+
+def _cut_in_block(fh: Any, b: int, block: int) -> int:
+    """The one-core stream's cut after block ``b``: the last ``},{`` in it; the blocks
+    before it and the one after must each hold a boundary and not be blank (the stream
+    then cuts on every block there, never follows a giant string)."""
+    fh.seek((b - _CHECKED_BLOCKS) * block)
+    data = fh.read((_CHECKED_BLOCKS + 2) * block)
+    pieces = [data[i * block:(i + 1) * block] for i in range(_CHECKED_BLOCKS + 2)]
+    if any(len(p) < block or stream._blank(p) or stream._cut(p) <= 0 for p in pieces):
+        raise NotSplittable("no clean boundary near a cut")
+    at = pieces[_CHECKED_BLOCKS]
+    cut = stream._cut(at)
+    # An event starts after it (``{`` then a key), as every Kineto event does; a ``},{``
+    # inside a string is seldom followed by that (and a range cut there does not decode).
+    rest = at[cut:].lstrip(stream._WS)[1:]
+    if not _EVENT_START.match(rest):
+        raise NotSplittable("the boundary is not between two events")
+    return b * block + cut
+
+
+def load_parallel(path: str, shown: str, workers: int) -> TraceModel:
+    """The model of ``path`` built by ``workers`` processes (raises :class:`NotSplittable`,
+    or what decoding a range raises: the caller then loads it on one core).
+
+    The other ranges go to fresh interpreters (``python -m`` this module), never forks
+    of this process (a server's threads) nor re-imports of its main module."""
+    ranges = plan(path, workers)
+    import tb_diagnostics
+
+    env = dict(os.environ)
+    root = str(Path(tb_diagnostics.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    with tempfile.TemporaryDirectory(prefix="tb-diagnostics-load-") as tmp:
+        procs = []
+        try:
+            for k, r in enumerate(ranges[:-1]):
+                out = os.path.join(tmp, f"part{k}.pickle")
+                procs.append((subprocess.Popen(
+                    [sys.executable, "-m", __name__, json.dumps(asdict(r)), shown, out],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, env=env), out))
+            # The last range here: its stream yields the keys around the array.
+            last, top = build_range(ranges[-1], shown)
+            builder = ModelBuilder(shown)
+            problems: Counter[str] = Counter()
+            for proc, out in procs:
+                if proc.wait() != 0:
+                    raise NotSplittable("a range did not decode")
+                with open(out, "rb") as fh:
+                    parts = pickle.load(fh)
+                os.unlink(out)
+                problems.update(parts.pop("problems"))
+                builder.merge(parts)
+                del parts
+        finally:
+            for proc, _ in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    builder.merge(last)
+    del last
+    problems.update(getattr(top, "problems", None) or {})
+    # The one-core stream counts cut giant strings once, after everything else.
+    for key in [k for k in problems if k.startswith("a string longer than")]:
+        problems[key] = problems.pop(key)
+    top.problems = problems
+    return builder.finish(top)
+
+
+def _main(argv: list[str]) -> int:
+    spec, shown, out = argv
+    d = json.loads(spec)
+    r = Range(**{**d, "first": tuple(d["first"]) if d["first"] else None,
+                 "stop": tuple(d["stop"]) if d["stop"] else None})
+    parts = _child(r, shown)
+    with open(out + ".tmp", "wb") as fh:
+        pickle.dump(parts, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(out + ".tmp", out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
