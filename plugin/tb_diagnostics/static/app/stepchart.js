@@ -21,6 +21,42 @@ function stackedSeries(steps) {
   return cum.reverse(); // [total (other on top), …, busy]
 }
 
+/** A warm step this many times the warm median is clipped too (a checkpoint, a recompile). */
+const OUTLIER = 4;
+/** Head room above the tallest bar the chart is scaled to, for its cap. */
+const HEAD = 1.08;
+
+export function isCold(s) {
+  return s.cold === true || s.warm === false || (s.flags || []).includes("cold");
+}
+
+/**
+ * The y scale (ms): set by the warm steps, so a cold first step 50× longer
+ * does not flatten them. Bars above it are clipped (drawn with a break and
+ * their real value).
+ */
+export function yScale(steps) {
+  const warm = steps.filter((s) => !isCold(s));
+  const walls = (warm.length ? warm : steps).map((s) => s.wall_us).sort((a, b) => a - b);
+  if (!walls.length) return { max: 1, clipped: [] };
+  const n = walls.length;
+  const median = n % 2 ? walls[(n - 1) / 2] : (walls[n / 2 - 1] + walls[n / 2]) / 2;
+  const top = Math.min(walls[n - 1], OUTLIER * median) || walls[n - 1];
+  const max = (top * HEAD) / 1000 || 1;
+  return { max, clipped: steps.map((s, i) => (s.wall_us / 1000 > max ? i : -1)).filter((i) => i >= 0) };
+}
+
+/** Tick labels with as many digits as the tick step needs (warm steps can be 50 µs). */
+function axisLabels(vals) {
+  const inc = vals.length > 1 ? Math.abs(vals[1] - vals[0]) : Math.abs(vals[0]) || 1;
+  if (Math.max(...vals.map(Math.abs)) < 1) {
+    const d = Math.max(0, -Math.floor(Math.log10(inc * 1000)));
+    return vals.map((v) => `${+(v * 1000).toFixed(d)} µs`);
+  }
+  const d = Math.max(0, -Math.floor(Math.log10(inc)));
+  return vals.map((v) => `${+v.toFixed(d)} ms`);
+}
+
 export function legend() {
   return h("div", { class: "legend", style: { padding: 0 }, title: "each bar: the step's wall time; its cap: the verdict's colour" },
     LAYERS.map((c) => h("span", null, h("i", { style: { background: `var(--c-${c})` } }), CAUSE_LABEL[c])));
@@ -59,6 +95,8 @@ export class StepChart {
     const line = cssVar("--line");
     const bars = uPlot.paths.bars({ size: [0.72, 56], align: 0 });
     const top = [...LAYERS].reverse();
+    this.scale = yScale(steps);
+    const yMax = this.scale.max;
     const opts = {
       width: Math.max(this.container.clientWidth - 12, 200),
       height: 124,
@@ -68,7 +106,7 @@ export class StepChart {
       select: { show: false },
       scales: {
         x: { time: false, range: [-0.5, steps.length - 0.5] },
-        y: { range: (u, lo, hi) => [0, hi * 1.06 || 1] },
+        y: { range: () => [0, yMax] },
       },
       axes: [
         {
@@ -78,7 +116,7 @@ export class StepChart {
         },
         {
           stroke: muted, size: 58, grid: { stroke: line, width: 1 }, ticks: { show: false },
-          values: (u, vals) => vals.map((v) => `${+v.toFixed(1)} ms`),
+          values: (u, vals) => axisLabels(vals),
         },
       ],
       series: [{}, ...top.map((c) => ({
@@ -107,19 +145,27 @@ export class StepChart {
     const dpr = devicePixelRatio || 1;
     const slot = (u.valToPos(1, "x", true) - u.valToPos(0, "x", true)) || u.bbox.width;
     const w = Math.min(slot * 0.72, 56 * dpr);
+    const clipped = new Set(this.scale.clipped);
+    const bars = [];
     ctx.save();
     this.steps.forEach((s, i) => {
       const cx = u.valToPos(i, "x", true);
       const total = s.wall_us / 1000;
-      const y = u.valToPos(total, "y", true);
+      const clip = clipped.has(i);
+      const y = clip ? u.bbox.top : u.valToPos(total, "y", true);
+      if (clip) this.breakMark(ctx, cx, w, y + 14 * dpr, dpr);
       ctx.fillStyle = verdictColor(s.verdict);
       ctx.fillRect(cx - w / 2, y - 4 * dpr, w, 4 * dpr);
-      if (s.flags && s.flags.length) {
-        ctx.fillStyle = cssVar("--muted");
-        ctx.font = `${10 * dpr}px sans-serif`;
+      // A clipped bar says how tall it really is, next to its flags ("cold").
+      const label = [clip ? dur(s.wall_us) : null, ...(s.flags || [])].filter(Boolean).join(" · ");
+      if (label) {
+        ctx.fillStyle = clip ? cssVar("--fg") : cssVar("--muted");
+        ctx.font = `${clip ? "600 " : ""}${10 * dpr}px sans-serif`;
         ctx.textAlign = "center";
-        ctx.fillText(s.flags.join(" · "), cx, y - 7 * dpr);
+        ctx.fillText(label, cx, y - 7 * dpr);
       }
+      bars.push({ index: i, step: s.step, top: (y - 4 * dpr) / dpr, bottom: u.valToPos(0, "y", true) / dpr,
+        x: cx / dpr, clipped: clip, label });
       if (i === this.selected) {
         ctx.strokeStyle = cssVar("--fg");
         ctx.lineWidth = 2 * dpr;
@@ -128,6 +174,30 @@ export class StepChart {
       }
     });
     ctx.restore();
+    // The drawn bars in CSS pixels of the canvas, for tests and anyone inspecting the page.
+    u.root.parentElement.dataset.bars = JSON.stringify(bars);
+    u.root.parentElement.dataset.yMaxMs = String(+this.scale.max.toFixed(3));
+  }
+
+  /** Two slanted cuts across a bar whose top is beyond the scale. */
+  breakMark(ctx, cx, w, y, dpr) {
+    const x0 = cx - w / 2 - 2 * dpr, x1 = cx + w / 2 + 2 * dpr, slant = 4 * dpr, gap = 4 * dpr;
+    ctx.fillStyle = cssVar("--card");
+    ctx.beginPath();
+    ctx.moveTo(x0, y + slant);
+    ctx.lineTo(x1, y - slant);
+    ctx.lineTo(x1, y - slant + gap);
+    ctx.lineTo(x0, y + slant + gap);
+    ctx.closePath();
+    ctx.fill();
+    ctx.strokeStyle = cssVar("--muted");
+    ctx.lineWidth = dpr;
+    ctx.beginPath();
+    ctx.moveTo(x0, y + slant);
+    ctx.lineTo(x1, y - slant);
+    ctx.moveTo(x0, y + slant + gap);
+    ctx.lineTo(x1, y - slant + gap);
+    ctx.stroke();
   }
 
   hover(u) {
