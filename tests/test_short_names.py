@@ -123,11 +123,11 @@ def test_names_cut_by_the_timeline_route(kernels):
 @pytest.mark.parametrize("name, width, expected", [
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
      "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
-     80, "at::native::(anonymous namespace)::cunn_SoftMaxForward"),
-    # Too long with every namespace: "(anonymous namespace)" goes first.
+     80, "at::native::cunn_SoftMaxForward"),
+    # Too long even so: the leading namespaces go, the function's own name stays.
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
      "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
-     40, "at::native::cunn_SoftMaxForward"),
+     25, "cunn_SoftMaxForward"),
     ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>"
      "(float*, float const*, float const*, int, int, int, bool const*)", 30,
      "softmax_warp_forward"),

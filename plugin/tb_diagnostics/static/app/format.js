@@ -190,9 +190,9 @@ export function cppName(s) {
 
 /**
  * Shorten a long name for a label. A C++ signature loses its return type,
- * template arguments and parameter list, then leading namespaces until it
- * fits; the function's own name is always kept, whole. Anything else is cut
- * at ``max`` characters. Never empty, never ends in "::".
+ * template arguments, parameter list and anonymous namespaces, then leading
+ * namespaces until it fits; the function's own name is always kept, whole.
+ * Anything else is cut at ``max`` characters. Never empty, never ends in "::".
  */
 export function shortName(name, max = 80) {
   const s = String(name ?? "").trim();
@@ -202,12 +202,10 @@ export function shortName(name, max = 80) {
   const names = cppName(s);
   if (!names) return `${s.slice(0, max - 1)}…`;
   const own = names[names.length - 1];
-  // Dropped first: "(anonymous namespace)" tells a reader least.
-  const scope = names.slice(0, -1);
+  // "(anonymous namespace)" tells a reader least and would push the name out
+  // of a narrow column: gone from every shortened name.
+  const scope = names.slice(0, -1).filter((x) => x !== "(anonymous namespace)");
   const join = () => [...scope, own].join("::");
-  while (scope.length && join().length > max) {
-    const anon = scope.indexOf("(anonymous namespace)");
-    scope.splice(anon >= 0 ? anon : 0, 1);
-  }
+  while (scope.length && join().length > max) scope.shift();
   return join();
 }
