@@ -209,3 +209,10 @@ export function shortName(name, max = 80) {
   while (scope.length && join().length > max) scope.shift();
   return join();
 }
+
+/** The function's own name of a C++ signature (``cunn_SoftMaxForward``); null for other names. */
+export function ownName(name) {
+  const s = String(name ?? "").trim();
+  const names = /[<(]/.test(s) ? cppName(s) : null;
+  return names ? names[names.length - 1] : null;
+}

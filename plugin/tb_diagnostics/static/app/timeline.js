@@ -5,7 +5,7 @@
 // evidence is outlined in yellow and the view zooms to it.
 
 import { fill, h } from "./dom.js";
-import { dur, shortName } from "./format.js";
+import { dur, ownName, shortName } from "./format.js";
 import { AXIS_H, LABEL_W, ROW_H, drawAxis, drawBody, layout, palette } from "./tldraw.js";
 
 /** The tooltip's word for each event kind the timeline route sends (analysis/dispatch.py KIND_LABEL). */
@@ -37,6 +37,8 @@ export class TimelineView {
 
   setData(tl, focusRows = []) {
     this.tl = tl;
+    // What the bars are labelled with: "cunn_SoftMaxForward", not "void at::na…".
+    tl.labels = tl.names.map((n) => ownName(n) || n);
     this.pal = palette();
     this.lay = layout(tl.lanes);
     this.hover = null;

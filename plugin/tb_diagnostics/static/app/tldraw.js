@@ -71,7 +71,7 @@ export function drawBody(ctx, tl, v) {
     ctx.fillStyle = pal[ev.kind[i]] || pal.other;
     ctx.fillRect(Math.max(x0, LABEL_W), y, Math.min(w, W - x0), ROW_H - 2);
     if (w > 36) {
-      const label = truncate(tl.names[ev.name[i]], Math.min(x1, W) - Math.max(x0, LABEL_W));
+      const label = truncate((tl.labels || tl.names)[ev.name[i]], Math.min(x1, W) - Math.max(x0, LABEL_W));
       if (label) {
         ctx.fillStyle = "#fff";
         ctx.fillText(label, Math.max(x0, LABEL_W) + 3, y + (ROW_H - 2) / 2 + 0.5);

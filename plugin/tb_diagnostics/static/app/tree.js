@@ -61,7 +61,8 @@ export class TreeView {
     const row = h("div", { class: `node k-${n.kind}`, style: { "--depth": depth }, title, onclick: () => this.toggle(n.id) },
       h("span", { class: "nname" },
         h("span", { class: "tw", "aria-hidden": "true" }, kids.length ? (open ? "▾" : "▸") : ""),
-        h("span", { class: "n" }, shortName(n.name, 110)),
+        // Kernels sit deep in a narrow column: short enough that their own name shows.
+        h("span", { class: "n" }, shortName(n.name, isDevice ? 40 : 110)),
         n.count > 1 ? h("span", { class: "count" }, `×${n.count}`) : null,
         h("span", { class: "kind" }, n.kind === "thread" ? "thread" : n.streams ? `${n.kind} · stream ${n.streams.join(",")}` : n.kind),
         (n.marks || []).map((m) => h("span", { class: `badge ${MARK_CLASS[m] || ""}` }, m)),
