@@ -31,12 +31,13 @@ ROUTE_CUT = 400
 pytestmark = pytest.mark.skipif(NODE is None, reason="needs node to run the tab's JavaScript")
 
 
-def short_names(names: list[str], width: int) -> list[str]:
-    """``shortName(name, width)`` for each name, run in node on the tab's own module."""
-    script = (f"import {{ shortName }} from {json.dumps(FORMAT_JS.as_uri())};"
+def short_names(names: list[str], width: int, fn: str = "shortName") -> list[str]:
+    """``shortName(name, width)`` (or another of format.js's functions) for each name, run in
+    node on the tab's own module."""
+    script = (f"import {{ {fn} }} from {json.dumps(FORMAT_JS.as_uri())};"
               "let raw = ''; process.stdin.on('data', (d) => { raw += d; });"
               "process.stdin.on('end', () => { const xs = JSON.parse(raw);"
-              f"process.stdout.write(JSON.stringify(xs.map((x) => shortName(x, {width})))); }});")
+              f"process.stdout.write(JSON.stringify(xs.map((x) => {fn}(x, {width})))); }});")
     out = subprocess.run([NODE, "--input-type=module", "-e", script], input=json.dumps(names),
                          capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout)
@@ -153,3 +154,15 @@ def test_names_cut_by_the_timeline_route(kernels):
 ])
 def test_known_names(name, width, expected):
     assert short_names([name], width) == [expected]
+
+
+def test_timeline_labels_are_the_kernels_own_names(kernels):
+    # The timeline labels its bars with ownName(): exactly the oracle's name where there is one.
+    signatures = [n for n in kernels if re.search(r"[<(]", n) and own_name(n)]
+    owns = short_names(signatures, 0, "ownName")
+    assert [o for n, o in zip(signatures, owns, strict=True) if o != own_name(n)
+            and not o.startswith(own_name(n) + "<")] == []
+    # Ops, memcpys and Python frames are no signatures: their labels are their names.
+    assert short_names(["aten::mm", "Memcpy HtoD (Pageable -> Device)",
+                        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"], 0,
+                       "ownName") == [None, None, None]
