@@ -70,4 +70,5 @@ def test_findings_that_name_many_steps_are_cut_to_the_shown_ones():
     shown = {s["step"] for s in out["steps"]}
     assert len(shown) == 30 and 7 in shown
     assert set(out["findings"][0]["steps"]) <= shown and out["findings"][0]["steps_total"] == 100
+    assert out["findings"][0]["steps_range"] == [0, 99]
     assert {x["step"] for x in out["whatif"][0]["per_step"]} <= shown

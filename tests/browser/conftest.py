@@ -2,7 +2,9 @@
 
 Skipped (not failed) where Chromium or Playwright is missing. Never
 ``playwright install``: the system ``chromium`` (``apt-get install chromium``)
-is driven through ``executable_path``. Screenshots go to ``test-artifacts/``.
+is driven through ``executable_path``. Screenshots go to a temporary directory
+(``$TMPDIR/tb-diagnostics-test-artifacts``), or to ``$TB_DIAGNOSTICS_TEST_ARTIFACTS`` when
+set: tests write nothing into the repository.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -21,7 +24,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_TRACES = (REPO / ".." / "shared" / "traces").resolve()
-ARTIFACTS = REPO / "test-artifacts"
+ARTIFACTS = Path(os.environ.get("TB_DIAGNOSTICS_TEST_ARTIFACTS")
+                 or Path(tempfile.gettempdir()) / "tb-diagnostics-test-artifacts")
 RESNET = "kineto_resnet50_v100_dataloader_workers0"
 CPU_RUN = "matmul_add-size64-cpu"
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -121,7 +125,7 @@ def _hostile_and_broken(dest: Path) -> None:
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
 
 

@@ -49,7 +49,7 @@ def test_html_export_renders_offline_without_requests(browser, tmp_path, monkeyp
         # The dispatch chain opens down its heaviest path.
         assert page.locator("details.chain[open]").count() >= 2
         assert "aten::" in page.locator("details.chain").first.inner_text()
-        ARTIFACTS.mkdir(exist_ok=True)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "export-html.png"), full_page=True)
     finally:
         context.close()

@@ -3,7 +3,7 @@
 Runs against its own TensorBoard on a log dir with the H100 OWLv2 inference run
 (and, where ../shared has them, the H100 Qwen run, the V100 ResNet-50 run and
 the MI250 run, whose GPU has no peak figures), plus the CPU matmul run. Skipped
-when ../shared/traces is absent. Screenshots land in test-artifacts/ only (tests
+when ../shared/traces is absent. Screenshots land in the test artifacts directory only (tests
 write nothing into the repository); docs/img/roofline-owlv2-h100.png, which the README
 links, is a copy of roofline-owlv2-light.png made by hand.
 """

@@ -1,7 +1,8 @@
 """The Diagnostics tab in a real browser: TensorBoard on loopback, headless Debian Chromium.
 
 Each test fails on any console error, uncaught exception or dialog in the
-page (see the ``page`` fixture). Screenshots (1280×800) land in test-artifacts/.
+page (see the ``page`` fixture). Screenshots (1280×800) land in the test artifacts
+directory (see conftest).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ResNet-50 (V100, DataLoader with no workers): one bar pair per projection,
 ``all`` first, then by saving; the figures match the route; a rule's button
 opens its finding. The CPU matmul run has nothing to replay: the empty state.
-Screenshots of the card in both themes land in test-artifacts/.
+Screenshots of the card in both themes land in the test artifacts directory (see conftest).
 """
 
 from __future__ import annotations

@@ -85,6 +85,8 @@ def _bounded_finding(f: dict[str, Any], kept: set[Any]) -> dict[str, Any]:
     out = dict(f)
     out["steps"] = [s for s in named if s in kept]
     out["steps_total"] = len(named)
+    numbers = [s for s in named if s is not None]
+    out["steps_range"] = [min(numbers), max(numbers)] if numbers else None
     return out
 
 

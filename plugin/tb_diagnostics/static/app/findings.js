@@ -58,7 +58,10 @@ export class FindingsView {
     // The replayed saving: per step, or over the span where the span has no steps.
     const spanHasSteps = (this.summary.steps || []).some((x) => x.step !== null && x.step !== undefined);
     const save = f.savings_us ? `saves ~${dur(f.savings_us)}${spanHasSteps ? "/step" : " over the span"}` : "";
-    const steps = real.length ? `${real.length > 1 ? "steps" : "step"} ${ranges(real)}` : "";
+    // A finding about more steps than the tab was sent names how many, and their range.
+    const steps = f.steps_total && f.steps_range
+      ? `${f.steps_total.toLocaleString()} steps, #${f.steps_range[0]}–#${f.steps_range[1]}`
+      : real.length ? `${real.length > 1 ? "steps" : "step"} ${ranges(real)}` : "";
     const head = h("button", {
       class: "fhead", "aria-expanded": isOpen ? "true" : "false", dataset: { key },
       onclick: () => this.toggle(key),

@@ -253,10 +253,14 @@ export class App {
   }
 
   showSummary(s) {
+    // A span of very many steps arrives with a chosen subset (steps_total says how many
+    // there are): the chart, the table and the selection all count rows by position, and
+    // the step route asks by step number, so positions are the indices here.
+    s.steps.forEach((x, i) => { x.index = i; });
     this.summary = s;
     const dev = s.device.kind === "cpu" ? "CPU only" : `${(s.device.kind || "").toUpperCase()}${s.device.name ? ` · ${s.device.name}` : ""}`;
     this.device.title = `${s.file} · ${bytes(this.file?.size)}`;
-    this.device.textContent = `${dev} · ${s.trace.events.toLocaleString()} events · ${s.steps.length} step${s.steps.length === 1 ? "" : "s"}`;
+    this.device.textContent = `${dev} · ${s.trace.events.toLocaleString()} events · ${s.steps_total ? `${s.steps.length.toLocaleString()} of ${s.steps_total.toLocaleString()} steps` : `${s.steps.length} step${s.steps.length === 1 ? "" : "s"}`}`;
     const bad = (this.runs?.errors || []).length;
     this.status.textContent = bad ? `${bad} file${bad > 1 ? "s" : ""} could not be read` : "";
     this.status.title = (this.runs?.errors || []).map((e) => e.message).join("\n");
