@@ -11,7 +11,9 @@ never in CI. 2000 MB is opt-in (``--sizes 50 500 2000``) and that file is delete
 afterwards unless ``--keep``. Per file and repeat, each in a fresh process:
 
 - ``report``: ``tb-diagnostics report --no-cache`` as a whole process (imports included),
-  wall time and peak RSS;
+  wall time, its peak RSS, and the largest sum of the RSS of it and its children (a big
+  file is decoded by several processes: ``tb_diagnostics.trace.parallel``), sampled
+  every 50 ms;
 - ``orjson``: a whole process that reads the file and runs ``orjson.loads`` on it;
 - ``phases``: in one process, imports excluded: the model (read, decode, build), the
   ancestry views (``innermost_op``, ``outermost_op``), then the span summary.
