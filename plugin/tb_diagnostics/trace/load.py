@@ -15,10 +15,10 @@ from tb_diagnostics.trace.build import ModelBuilder, build_model
 from tb_diagnostics.trace.decode import decode, decompress
 from tb_diagnostics.trace.model import TraceModel
 from tb_diagnostics.trace.stream import (
-    _BUDGET,
     NotJSON,
     NotStreamable,
     TraceTooLarge,
+    inflate_budget_set,
     iter_event_batches,
     max_trace_bytes,
     read_blocks,
@@ -92,7 +92,7 @@ def _load_on_cores(url: str, shown: str) -> TraceModel | None:
     except OSError:
         return None
     workers = parallel.workers_for(size)
-    if workers < 2 or size > max_trace_bytes() or _BUDGET.get() is not None:
+    if workers < 2 or size > max_trace_bytes() or inflate_budget_set():
         return None
     try:
         return parallel.load_parallel(path, shown, workers)

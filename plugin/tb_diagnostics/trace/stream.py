@@ -74,6 +74,11 @@ def inflate_budget(limit: int | None) -> Iterator[None]:
         _BUDGET.reset(token)
 
 
+def inflate_budget_set() -> bool:
+    """Whether this thread reads under an :func:`inflate_budget`."""
+    return _BUDGET.get() is not None
+
+
 def available_memory_bytes() -> int | None:
     """The memory this machine can still give (``MemAvailable``), or None where unknown."""
     try:

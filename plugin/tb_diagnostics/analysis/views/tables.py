@@ -61,6 +61,12 @@ def window_of_rows(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     return window_index(hs.host_start, hs.host_end, analysis.model.start, rows)
 
 
+def _per_window(cell: np.ndarray, weights: np.ndarray | None, n: int, cols: int) -> np.ndarray:
+    """(names, windows) sums of ``weights`` (counts without) by cell; column 0 (no window)
+    dropped."""
+    return np.bincount(cell, weights=weights, minlength=n * cols).reshape(n, cols)[:, 1:]
+
+
 @computed
 def op_table(analysis: SpanAnalysis) -> OpTable:
     m = analysis.model
@@ -72,20 +78,21 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     n = name_ids.shape[0]
     win = window_of_rows(analysis, ops)
     calls = np.bincount(entry, minlength=n)
-    ok = win >= 0
-    per_win = np.bincount(entry[ok].astype(np.int64) * n_win + win[ok],
-                          minlength=n * n_win).reshape(n, n_win)
-    del ok
+    # One (name, window) cell per op; ops outside every window (-1) fall in an extra
+    # column 0 that is dropped. No masked copies: this runs over every op call.
+    cols = n_win + 1
+    cell = entry.astype(np.int32 if n * cols < 2**31 else np.int64) * cols
+    cell += win + 1
+    per_win = _per_window(cell, None, n, cols)
     self_t = m.self_time(ops)
     self_cpu = np.bincount(entry, weights=self_t, minlength=n)
+    self_pw = _per_window(cell, self_t, n, cols)
+    del self_t
     dur = m.dur[ops]
     dur[nested] = 0.0  # already inside an op of the same name
     total_cpu = np.bincount(entry, weights=dur, minlength=n)
-    cell = entry.astype(np.int64) * n_win + win
-    ok = win >= 0
-    self_pw = np.bincount(cell[ok], weights=self_t[ok], minlength=n * n_win).reshape(n, n_win)
-    total_pw = np.bincount(cell[ok], weights=dur[ok], minlength=n * n_win).reshape(n, n_win)
-    del dur, nested, self_t, cell, ok
+    total_pw = _per_window(cell, dur, n, cols)
+    del dur, nested, cell
 
     acts = m.device_activity_rows
     op_of = launching_op(analysis)
