@@ -141,3 +141,18 @@ def test_views_equal_their_naive_forms_on_the_shared_traces():
         expected = naive_innermost(a)
         assert np.array_equal(hierarchy.innermost_op(a), expected), path.name
         assert np.array_equal(hierarchy.outermost_op(a), naive_outermost(a, expected)), path.name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_replay_graphs_top_level_rows_equal_the_walk_to_the_root(seed):
+    from tb_diagnostics.analysis.replay.graph import _top_level
+
+    rng = np.random.default_rng(seed)
+    parent = random_forest(rng, 3000, depth=int(rng.integers(1, 400)))
+    rows = rng.choice(parent.shape[0], size=500)
+    want = []
+    for r in rows.tolist():
+        while parent[r] >= 0:
+            r = int(parent[r])
+        want.append(r)
+    assert _top_level(parent, rows).tolist() == want

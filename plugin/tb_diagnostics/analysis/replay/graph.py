@@ -82,13 +82,11 @@ def _host_timepoints(analysis: SpanAnalysis, acts: np.ndarray):
 
 
 def _top_level(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The outermost host row enclosing each row (itself when it has no parent)."""
-    top = rows.astype(np.int64).copy()
-    todo = np.flatnonzero(parent[top] >= 0)
-    while todo.size:
-        top[todo] = parent[top[todo]]
-        todo = todo[parent[top[todo]] >= 0]
-    return top
+    """The outermost host row enclosing each row (itself when it has no parent): the
+    nearest ancestor-or-self without a parent, by pointer jumping (log depth passes)."""
+    from tb_diagnostics.analysis.views.hierarchy import nearest_marked
+
+    return nearest_marked(parent, parent < 0)[rows].astype(np.int64)
 
 
 def _anchors(analysis: SpanAnalysis, h_row: np.ndarray, h_lane: np.ndarray,
