@@ -11,6 +11,11 @@ from tb_diagnostics.analysis.replay.changes import combine, input_change, sync_c
 from tb_diagnostics.analysis.replay.engine import replay
 
 
+def recorded_walls(a) -> np.ndarray:
+    """The windows' recorded wall times, to set beside a replay's."""
+    return np.asarray([w.wall_us for w in a.windows])
+
+
 def _shared_files() -> list[tuple[str, int]]:
     if not SHARED_TRACES.is_dir():
         return [("absent", 0)]
@@ -25,7 +30,7 @@ def _shared_files() -> list[tuple[str, int]]:
 @pytest.mark.parametrize(("run", "index"), _shared_files())
 def test_unchanged_replay_reproduces_every_shared_step_within_2_percent(run, index):
     a = shared_analysis(run, index)
-    recorded = np.asarray([w.wall_us for w in a.windows])
+    recorded = recorded_walls(a)
     replayed = replay(a).wall_us
     assert np.all(np.abs(replayed - recorded) <= 0.02 * np.maximum(recorded, 1.0))
 
@@ -45,7 +50,7 @@ def test_removing_the_input_wait_shortens_each_step_by_it(tmp_path):
     b = TraceBuilder(tmp_path)
     _input_steps(b)
     a = b.analysis()
-    before = np.asarray([w.wall_us for w in a.windows])
+    before = recorded_walls(a)
     after = replay(a, input_change(a)).wall_us
     # Steps 1 and 2 lose the 400 µs wait; the last one ends at its host end, which moves too.
     assert after[:2] == pytest.approx(before[:2] - 400.0)
@@ -79,7 +84,7 @@ def test_a_freed_sync_lets_the_host_run_ahead(tmp_path):
         b.op("aten::relu", t0 + 900, 1000)  # host work that overlaps nothing without the sync
     a = b.analysis()
     syncs = a.sync_rows
-    before = np.asarray([w.wall_us for w in a.windows])
+    before = recorded_walls(a)
     after = replay(a, sync_change(a, syncs)).wall_us
     # Without the wait the host's own 835 → 1900 µs part starts 790 µs earlier.
     assert after[0] == pytest.approx(before[0] - 790.0, abs=1.0)
@@ -166,7 +171,7 @@ def test_cheaper_launches_and_cuda_graphs_shorten_a_launch_bound_step(tmp_path):
     b = TraceBuilder(tmp_path)
     _launch_bound_steps(b)
     a = b.analysis()
-    before = np.asarray([w.wall_us for w in a.windows])
+    before = recorded_walls(a)
     cheap = replay(a, launch_change(a)).wall_us
     graphs = replay(a, graphs_change(a)).wall_us
     # 50 calls of 20 µs become 50 × 5 µs: 750 µs less host time per step; as graphs, the
