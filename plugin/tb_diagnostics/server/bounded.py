@@ -5,7 +5,8 @@ rows (hundreds of MB of JSON) that no browser can draw and no person can read. P
 :data:`MAX_TAB_STEPS` the tab gets the steps a person would look at (the first ones,
 where cold steps are; the last; the slowest; those the findings and projections name)
 and an even sample of the rest, plus ``steps_summary`` over *all* steps. The CLI's
-JSON (``tb-diagnostics report --format json``) still lists every step.
+JSON (``tb-diagnostics report --format json``) and the tab's compare and run routes (which
+read the loader's full summary) still see every step.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _chosen(doc: dict[str, Any], steps: list[dict[str, Any]], limit: int) -> lis
         rest = np.setdiff1d(np.arange(n), np.fromiter(picked, dtype=int, count=len(picked)))
         take = np.linspace(0, rest.size - 1, num=min(room, rest.size)).round().astype(int)
         picked.update(dict.fromkeys(int(k) for k in rest[take]))
-    return sorted(picked)[:limit] if len(picked) > limit else sorted(picked)
+    return sorted(picked)[:limit]
 
 
 def _summary(steps: list[dict[str, Any]]) -> dict[str, Any]:

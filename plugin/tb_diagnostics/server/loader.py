@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import threading
@@ -86,6 +87,14 @@ class Loaded:
     analysis: SpanAnalysis | None = None
     nbytes: int = 0
     details: dict[Any, Any] = field(default_factory=dict)  # per-step payload cache
+
+    @functools.cached_property
+    def tab_summary(self) -> dict[str, Any] | None:
+        """The summary as the tab gets it: at most ``MAX_TAB_STEPS`` step rows (made once;
+        it outlives the analysis, like the summary)."""
+        from tb_diagnostics.server.bounded import bound_steps
+
+        return None if self.summary is None else bound_steps(self.summary)
 
 
 def _resident(v: object) -> int:

@@ -20,7 +20,6 @@ from tb_diagnostics.engine import open_analysis, span_summary
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.report.document import span_document
 from tb_diagnostics.report.text import headline
-from tb_diagnostics.server.bounded import bound_steps
 from tb_diagnostics.server.loader import Progress
 from tb_diagnostics.server.tree import heaviest_path, path_to_row, present_tree
 
@@ -44,8 +43,10 @@ def load_and_summarise(f: SpanFile, progress: Progress, thresholds: Thresholds |
 
 def summarise(f: SpanFile, analysis: SpanAnalysis,
               doc: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The span document plus what the tab draws from it (host windows, flags, rule texts),
-    with at most :data:`~tb_diagnostics.server.bounded.MAX_TAB_STEPS` step rows."""
+    """The span document plus what the tab draws from it (host windows, flags, rule texts).
+
+    Every step stays in it (the compare and run routes read them all); the ``/span`` route
+    answers with :attr:`~tb_diagnostics.server.loader.Loaded.tab_summary`."""
     doc = dict(doc) if doc is not None else span_document(f, analysis)
     doc["steps"] = [dict(s) for s in doc["steps"]]
     doc["run"], doc["worker"] = f.run, f.worker
@@ -59,7 +60,7 @@ def summarise(f: SpanFile, analysis: SpanAnalysis,
     doc["trace"] = {"events": len(m), "lanes": len(m.lanes),
                     "threads": sum(not ln.is_device for ln in m.lanes),
                     "streams": sum(ln.is_device for ln in m.lanes)}
-    return bound_steps(doc)
+    return doc
 
 
 def _step_flags(findings: list[dict[str, Any]]) -> dict[int | None, set[str]]:

@@ -106,7 +106,7 @@ class DataProvider:
             return 202, {"status": "loading", "progress": got.to_dict()}
         if got.error:
             return 200, _error(got)
-        return 200, {"status": "ready", "summary": got.summary}
+        return 200, {"status": "ready", "summary": got.tab_summary}
 
     def step(self, run: str, worker: str, span: str, step: str,
              highlight: str | None = None) -> tuple[int, dict[str, Any]]:
