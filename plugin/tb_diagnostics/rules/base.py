@@ -137,8 +137,7 @@ class Rule:
         if not self.no_saving:
             return findings
         tail = f" No saving is given: {self.no_saving}."
-        return [replace(f, message=f.message + tail)
-                if f.savings_us is None and "No saving is given" not in f.message else f
+        return [replace(f, message=f.message + tail) if f.savings_us is None else f
                 for f in findings]
 
     def doc_sections(self) -> dict[str, str]:

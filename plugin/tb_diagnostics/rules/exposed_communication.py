@@ -82,10 +82,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     top = in_worst[np.argsort(-m.dur[in_worst], kind="stable")[:5]]
     ev = [evidence(analysis, int(r), "a collective of the worst step") for r in top.tolist()]
     severity = "critical" if mean_share >= th.critical_share else RULE.severity
-    # Overlap moves collectives against compute, and when the other ranks arrive decides
-    # how long they take: not a change the replay of one rank can make.
-    message += (" No saving is given: how much overlap would hide depends on the other ranks "
-                "and on where the collectives move, which a replay of one rank cannot know.")
     return [Finding(
         rule=RULE.id, severity=severity, title=RULE.title, message=message, steps=steps,
         evidence=ev, savings_us=None,
@@ -96,4 +92,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 RULE = Rule(id="exposed-communication", title="Communication not overlapped by compute",
             severity="warning", check=check, thresholds=Thresholds(), doc=__doc__,
             escalation=("critical when the exposed communication is critical_share or more of "
-                        "the steps"))
+                        "the steps"),
+            # Overlap moves collectives against compute, and when the other ranks arrive
+            # decides how long they take: not a change the replay of one rank can make.
+            no_saving=("how much overlap would hide depends on the other ranks and on where "
+                       "the collectives move, which a replay of one rank cannot know"))
