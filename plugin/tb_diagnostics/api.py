@@ -8,7 +8,8 @@
 
 A :class:`Report` wraps the document ``tb-diagnostics report --format json`` prints,
 built by the same engine (:func:`tb_diagnostics.report.build_document`), with the same
-cache; every view here is a reshaping of that document, never a second analysis.
+cache; every view here is a reshaping of that document, except :meth:`Report.to_html`'s
+dispatch chains, which open each span's analysis again (from the cache when it has them).
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ class Report:
         a notebook shows the step chart, the step table and the findings inline."""
         from tb_diagnostics.report.html import render_html
 
-        return render_html(self.document, self._dispatch_chains(), fragment=True)
+        # Without the dispatch chains: those need each span analysed again, which a
+        # cell's display must not cost (to_html() has them).
+        return render_html(self.document, None, fragment=True)
 
     def __str__(self) -> str:
         return self.to_text()
