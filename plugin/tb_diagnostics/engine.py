@@ -146,7 +146,7 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
             finished(f, hit)
         else:
             todo.append(f)
-    n_workers = workers or default_workers(len(todo))
+    n_workers = min(workers, MAX_WORKERS) if workers else default_workers(len(todo))
     cache_root = str(cache.root) if cache is not None else None
     # An in-memory filesystem exists only in this process: no pool can see it.
     in_memory = any(f.url.startswith("memory://") for f in todo)
