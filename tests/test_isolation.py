@@ -218,3 +218,14 @@ def test_the_default_size_limit_follows_the_memory_available(tmp_path, monkeypat
         load_trace(str(tmp_path / "w.1.pt.trace.json"))
     monkeypatch.setenv("TB_DIAGNOSTICS_MAX_TRACE_MB", "64")  # an explicit limit wins
     assert len(load_trace(str(tmp_path / "w.1.pt.trace.json"))) == 40_003
+
+
+def test_a_file_cannot_write_the_loaders_own_notes(tmp_path):
+    """The key the stream uses for its counts is not a field a trace can set."""
+    from tb_diagnostics.trace import load_trace
+
+    for value in ([1, 2], {"args not an object": 99}, 7):
+        _write(tmp_path / "w.1.pt.trace.json", _ops(3), __tb_diagnostics_problems__=value)
+        model = load_trace(str(tmp_path / "w.1.pt.trace.json"))
+        assert len(model) == 6
+        assert not any("normalised" in w for w in model.warnings)

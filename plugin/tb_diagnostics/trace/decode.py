@@ -213,6 +213,9 @@ def decode(data: bytes, path: str) -> Any:
     try:
         try:
             doc = _STRICT.decode(data)
+            # The problems field is ours, filled while decoding: never what a file says.
+            if not isinstance(doc, list):
+                doc.problems = None
         except msgspec.ValidationError:
             doc = _normalise(_decode_lenient(data, path))
         except msgspec.DecodeError as exc:
