@@ -105,6 +105,8 @@ class TraceCache:
             return None
         try:
             model = self._read_model(d, f)
+        except FileNotFoundError:
+            return None  # another process is replacing or evicting it: a miss, not damage
         except Exception:  # any damage (a truncated zip, an edited JSON) is a miss
             model = None
         if model is None:
@@ -217,7 +219,8 @@ class TraceCache:
             if d.exists():
                 # Another process built the same entry meanwhile: keep its files,
                 # add ours where missing (results may already sit beside them).
-                for p in tmp.iterdir():
+                # model.json last: readers take it as the mark of a complete model.
+                for p in sorted(tmp.iterdir(), key=lambda p: p.name == "model.json"):
                     if not (d / p.name).exists():
                         os.replace(p, d / p.name)
             else:
