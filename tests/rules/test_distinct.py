@@ -30,3 +30,10 @@ def test_same_subjects_are_numbered():
 def test_distinct_subjects_are_kept():
     a, b = distinct([_finding("x"), _finding("y")])
     assert (a.subject, b.subject) == ("x", "y")
+
+
+def test_findings_with_neither_subject_nor_evidence_are_all_numbered():
+    from dataclasses import replace
+
+    a, b = distinct([replace(_finding(), evidence=[]), replace(_finding(), evidence=[])])
+    assert (a.subject, b.subject) == ("#1", "#2")

@@ -66,7 +66,8 @@ def distinct(findings: list[Finding]) -> list[Finding]:
             base = f.subject or (shorten_name(f.evidence[0].name) if f.evidence else None)
             seen[(f.title, base)] += 1
             k = seen[(f.title, base)]
-            subject = base if k == 1 else f"{base} ({k})" if base else f"#{k}"
+            # Without a subject or evidence the findings are only numbered, all of them.
+            subject = (base if k == 1 else f"{base} ({k})") if base else f"#{k}"
             f = replace(f, subject=subject)
         out.append(f)
     return out
