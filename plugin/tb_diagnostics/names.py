@@ -146,3 +146,9 @@ def shorten_name(name: str, width: int = 60) -> str:
 def cut(s: str, width: int) -> str:
     """``s`` cut to ``width`` characters with an ellipsis (a table cell's cap)."""
     return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def short_name(name: str, width: int = 80) -> str:
+    """A long (templated kernel) name as its own name with namespaces, cut to ``width``
+    characters if still longer: what a message or a table cell shows."""
+    return cut(shorten_name(name, width), width)

@@ -227,11 +227,9 @@ def table_names(names: list[str], width: int | None = NAME_WIDTH) -> list[str]:
     """Names for a table's first column: demangled kernels shortened to their own name
     (``tb_diagnostics.names``), cut to ``width``; names that shorten alike are numbered
     so that two rows never read the same."""
-    from tb_diagnostics.names import cut, shorten_name
+    from tb_diagnostics.names import short_name, shorten_name
 
-    short = [shorten_name(n, width or 0) for n in names]
-    if width:
-        short = [cut(x, width) for x in short]
+    short = [short_name(n, width) if width else shorten_name(n, 0) for n in names]
     seen: Counter[str] = Counter(short)
     k: Counter[str] = Counter()
     out = []

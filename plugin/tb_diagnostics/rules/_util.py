@@ -12,6 +12,7 @@ from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.analysis.views.warmth import step_walls
+from tb_diagnostics.names import short_name
 from tb_diagnostics.rules.base import Evidence, evidence
 
 #: The most telling events a finding lists (the issue's "~10").
@@ -193,14 +194,6 @@ def warm_steps(analysis: SpanAnalysis) -> WarmSteps:
                      median_wall_us=float(np.median(walls)), has_steps=has_steps,
                      cold=tuple(w.step for w, c in zip(windows, cold.tolist(), strict=True)
                                 if c))
-
-
-def short_name(name: str, width: int = 80) -> str:
-    """A long (templated kernel) name as its own name with namespaces
-    (``tb_diagnostics.names``), cut to ``width`` characters if still longer."""
-    from tb_diagnostics.names import cut, shorten_name
-
-    return cut(shorten_name(name, width), width)
 
 
 def fmt_count(x: float) -> str:
