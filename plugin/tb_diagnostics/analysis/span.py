@@ -280,7 +280,8 @@ class SpanAnalysis:
         host_hi_l = hs.host_end.tolist() if has_steps else hi_l
         cpu_l = stats["self_cpu"].tolist()
         dev_l = [None] * n if self.cpu_only else stats["self_device"].tolist()
-        ops_l, kernels_l = stats["ops"].tolist(), stats["kernels"].tolist()
+        ops_l = stats["ops"].astype(np.int64).tolist()
+        kernels_l = stats["kernels"].astype(np.int64).tolist()
         th = self.thresholds
         out = []
         for k in range(n):
@@ -292,21 +293,21 @@ class SpanAnalysis:
             cause = main_idle_cause(idle_k)
             out.append(StepWindow(
                 index=k,
-                step=int(step_l[k]) if has_steps else None,
+                step=step_l[k],
                 # An inferred step has no step event (its row only starts the iteration).
-                row=int(row_l[k]),
-                host_start=float(host_lo_l[k]),
-                host_end=float(host_hi_l[k]),
-                start=float(lo_l[k]),
-                end=float(hi_l[k]),
-                device_busy_us=float(busy_k),
+                row=row_l[k],
+                host_start=host_lo_l[k],
+                host_end=host_hi_l[k],
+                start=lo_l[k],
+                end=hi_l[k],
+                device_busy_us=busy_k,
                 idle=idle_k,
                 verdict=verdict_of(frac, cause, th),
                 main_idle_cause=cause,
-                self_cpu_us=float(cpu_l[k]),
-                self_device_us=None if dev_l[k] is None else float(dev_l[k]),
-                ops=int(ops_l[k]),
-                kernels=int(kernels_l[k]),
+                self_cpu_us=cpu_l[k],
+                self_device_us=dev_l[k],
+                ops=ops_l[k],
+                kernels=kernels_l[k],
                 flags=["inferred"] if hs.inferred else [],
             ))
         return out
