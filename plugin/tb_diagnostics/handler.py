@@ -155,6 +155,7 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
     # One analysis at a time, in cycle order: the lines follow the cycles.
     turn = threading.Lock()
     pending: list[threading.Thread] = []
+    exit_waits: list[bool] = []  # once registered with atexit (a list: set from a closure)
 
     def wait(timeout: float | None = None) -> None:
         """Block until every cycle written so far has been analysed (or ``timeout``)."""
@@ -173,8 +174,9 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
         if not background:
             analyse_cycle(rec.paths)
             return
-        if not pending:  # the first cycle: let the program's exit wait for the last line
+        if not exit_waits:  # the first cycle: let the program's exit wait for the last line
             atexit.register(wait, max_seconds + 5.0)
+            exit_waits.append(True)
         pending[:] = [t for t in pending if t.is_alive()]
         t = threading.Thread(target=analyse_cycle, args=(rec.paths,), daemon=True,
                              name="tb-diagnostics-cycle")
