@@ -99,15 +99,25 @@ class _Recorder:
         return getattr(self._prof, name)
 
 
+def _site_dirs() -> set[str]:
+    import site
+
+    dirs = [*getattr(site, "getsitepackages", list)(), site.getusersitepackages()]
+    return {os.path.abspath(d) for d in dirs}
+
+
 def _analyse(path: str, max_seconds: float, cache: bool) -> str:
     """The cycle's line, from a child interpreter killed past ``max_seconds``."""
     cmd = [sys.executable, "-m", "tb_diagnostics.handler", path]
     if cache:
         cmd.append("--cache")
     env = dict(os.environ)
-    # The child imports this package the way the parent did, installed or from source.
+    # The child imports this package the way the parent did: an installed one it finds by
+    # itself; a source tree on sys.path is passed on (never a site directory, which on
+    # PYTHONPATH would come before the standard library).
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    if here not in _site_dirs():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max_seconds,
                               env=env, check=False)
