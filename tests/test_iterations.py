@@ -246,3 +246,17 @@ def test_workloads_without_a_schedule_get_one_step_per_iteration(tmp_path, scrip
     assert [s["step"] for s in span["steps"]] == list(range(iterations))
     assert all("inferred" in s["flags"] for s in span["steps"])
     assert all(s["verdict"] for s in span["steps"])
+
+
+def test_markers_at_one_instant_infer_nothing():
+    """Found by the property test: fetches that all start at the same time."""
+    import json
+
+    from tb_diagnostics.analysis.span import SpanAnalysis
+    from tb_diagnostics.trace.load import load_trace_bytes
+
+    fetch = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    events = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 0, "tid": 1, "ts": 0.0, "dur": 0.0}
+              for n in ("aten::mm", fetch, fetch)]
+    a = SpanAnalysis(load_trace_bytes(json.dumps({"traceEvents": events}).encode(), "t.json"))
+    assert len(a.windows) == 1 and a.windows[0].step is None

@@ -371,6 +371,8 @@ def _windows(m: TraceModel, lane: _Lane, pos: np.ndarray, source: str, *,
     if ends:
         cuts = lane.end[pos]
         gap = float(np.median(np.diff(cuts)))
+        if gap <= 0:
+            return None  # steps that all end at one instant mark no iterations
         # Iteration k runs from the first call after iteration k-1 ended to its step's end.
         first_from = max(float(lane.start.min()), float(cuts[0]) - EDGE_PERIODS * gap)
         starts_at = [_next_row(lane, first_from)]
@@ -385,6 +387,8 @@ def _windows(m: TraceModel, lane: _Lane, pos: np.ndarray, source: str, *,
         starts_at = pos.tolist()
         starts = lane.start[pos]
         gap = float(np.median(np.diff(starts)))
+        if gap <= 0:
+            return None  # markers at one instant mark no iterations
         last = int(pos[-1])
         # An enclosing call holding this occurrence alone wraps the whole iteration.
         wrapper = bool(widened[-1])
