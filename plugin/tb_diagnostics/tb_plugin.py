@@ -17,6 +17,11 @@ Routes (under ``/data/plugin/diagnostics``), each thin over
   tree and timeline (``step=all`` for a span without ProfilerStep# events);
 - ``/progress``: loads in flight and the cache's size;
 - ``/run?run=``: the run's ranks × steps table and run-level findings (202 while loading).
+
+Every route is GET (and HEAD) only: other methods get 405. Names travel exact: a
+query's percent-escapes that are not UTF-8 (``run=caf%E9``, a Latin-1 directory)
+come back as the surrogate-escaped str Python lists the name as, and the JSON
+keeps such a name as ``\\udcXX`` escapes (:mod:`tb_diagnostics.output`).
 """
 
 from __future__ import annotations
@@ -24,15 +29,17 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, quote
 
-import msgspec
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.output import encode_json
 from tb_diagnostics.server import DataProvider, RequestError
 
 _log = logging.getLogger(__name__)
@@ -85,7 +92,7 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
         self.provider = DataProvider(logdir, problem, cache=TraceCache())
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        return {
+        apps = {
             "/index.js": self._serve_index,
             "/static/*": self._serve_static,
             "/runs": self._serve_runs,
@@ -95,6 +102,7 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
             "/run": self._serve_run,
             "/compare": self._serve_compare,
         }
+        return {route: _get_only(app) for route, app in apps.items()}
 
     def is_active(self) -> bool:
         try:
@@ -123,24 +131,24 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_span(self, request: wrappers.Request) -> wrappers.Response:
-        a = request.args
+        a = query_args(request)
         return _call(request, self.provider.span, a.get("run"), a.get("worker"), a.get("span"))
 
     @wrappers.Request.application
     def _serve_step(self, request: wrappers.Request) -> wrappers.Response:
-        a = request.args
+        a = query_args(request)
         return _call(request, self.provider.step, a.get("run"), a.get("worker"), a.get("span"),
                      a.get("step"), a.get("highlight"))
 
     @wrappers.Request.application
     def _serve_run(self, request: wrappers.Request) -> wrappers.Response:
-        return _call(request, self.provider.run, request.args.get("run"))
+        return _call(request, self.provider.run, query_args(request).get("run"))
 
     @wrappers.Request.application
     def _serve_compare(self, request: wrappers.Request) -> wrappers.Response:
         from tb_diagnostics.server.compare import compare
 
-        a = request.args
+        a = query_args(request)
         return _call(request, compare, self.provider, a.get("baseline"), a.get("candidate"))
 
     @wrappers.Request.application
@@ -172,10 +180,45 @@ def static_path(rel: str) -> Path | None:
     return path
 
 
+# Every printable ASCII byte stays as sent (the query's own % escapes among them).
+_QUERY_SAFE = "".join(map(chr, range(0x21, 0x7F)))
+_ALLOWED_METHODS = ("GET", "HEAD")
+
+
+def query_args(request: wrappers.Request) -> dict[str, str]:
+    """The query's parameters (the first value of each), decoded from the raw query
+    string: bytes that are not UTF-8 become surrogate escapes, as in the names Python
+    lists (werkzeug's ``request.args`` would replace them, and ``run=caf%E9`` would
+    name no run)."""
+    # Raw non-ASCII bytes (a client that sent them unescaped) are escaped first, so they
+    # decode as the same bytes would from %XX.
+    text = quote(request.query_string, safe=_QUERY_SAFE)
+    parsed = parse_qs(text, keep_blank_values=True, encoding="utf-8", errors="surrogateescape")
+    return {k: v[0] for k, v in parsed.items()}
+
+
+def _get_only(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    """``app`` answering GET and HEAD; any other method gets 405 (every route only reads)."""
+
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method in _ALLOWED_METHODS:
+            return app(environ, start_response)
+        request = wrappers.Request(environ)
+        body = encode_json({"error": f"method {method} not allowed: the Diagnostics routes "
+                                     f"answer {' and '.join(_ALLOWED_METHODS)}"})
+        response = http_util.Respond(request, body, _JSON, code=405,
+                                     headers=[("Allow", ", ".join(_ALLOWED_METHODS))])
+        return response(environ, start_response)
+
+    return wsgi
+
+
 def _json(request: wrappers.Request, payload: Any, code: int = 200) -> wrappers.Response:
     # msgspec: ~10x faster than json.dumps on a timeline, and NaN becomes null
     # (valid JSON) where TensorBoard's Cleanse would send the string "NaN".
-    return http_util.Respond(request, msgspec.json.encode(payload), _JSON, code=code)
+    # encode_json keeps a name that is not UTF-8 exact, where msgspec alone raises.
+    return http_util.Respond(request, encode_json(payload), _JSON, code=code)
 
 
 def _call(request: wrappers.Request, method: Any, *args: Any) -> wrappers.Response:

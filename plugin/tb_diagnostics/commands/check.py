@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import msgspec
-
 from tb_diagnostics.commands import Command
 from tb_diagnostics.commands._common import add_logdir_arguments, write_output
 from tb_diagnostics.commands._sides import add_side_arguments, compare_sides, resolve_sides
+from tb_diagnostics.output import json_text
 from tb_diagnostics.report.compare import SEVERITIES, check_compare, render_check_text
 
 
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         # The candidate's report rides along, so this file can be the next baseline.
         doc["report"] = {"schema": 1, "logdir": cand.logdir, "runs": [cand.run]}
-        text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+        text = json_text(doc)
     else:
         text = render_check_text(doc)
     write_output(text, args.output)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-import msgspec
-
 from tb_diagnostics.commands import Command
 from tb_diagnostics.commands._common import add_logdir_arguments, write_output
 from tb_diagnostics.commands._sides import add_side_arguments, compare_sides, resolve_sides
+from tb_diagnostics.output import json_text
 from tb_diagnostics.report.compare import render_compare_text
 
 
@@ -24,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     base, cand = resolve_sides(args)
     doc = compare_sides(args, base, cand, with_times=True)
     if args.format == "json":
-        text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+        text = json_text(doc)
     else:
         text = render_compare_text(doc, markdown=args.format == "markdown")
     write_output(text, args.output)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-import msgspec
-
 from tb_diagnostics.commands import Command
 from tb_diagnostics.commands._common import add_logdir_arguments, analyse, write_output
+from tb_diagnostics.output import json_text
 from tb_diagnostics.report.text import render_markdown, render_text
 
 
@@ -21,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     doc = analyse(args, run=args.run)
     if args.format == "json":
-        text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+        text = json_text(doc)
     elif args.format == "markdown":
         text = render_markdown(doc)
     else:

@@ -25,6 +25,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from tb_diagnostics.output import displayable
+
 SCHEMA_VERSION = 1
 _NUMBER = re.compile(r"^[+-]?\d[\d.,]*$")
 COLD_RULES = frozenset({"cold-start-step"})
@@ -297,7 +299,8 @@ def render_compare_text(doc: dict[str, Any], markdown: bool = False) -> str:
     if any(doc[k] for k in ("ops", "kernels")):
         out.append(("> " if markdown else "note: ") + "names are shortened to the function's "
                    "own; --format json gives them whole")
-    return "\n".join(out).rstrip() + "\n"
+    # A file name that is not UTF-8 shows with U+FFFD: the text is valid UTF-8 anywhere.
+    return displayable("\n".join(out).rstrip() + "\n")
 
 
 def _table(rows: list[list[str]], markdown: bool) -> list[str]:
@@ -321,4 +324,4 @@ def render_check_text(doc: dict[str, Any]) -> str:
                      f"{_ms(cmp['candidate']['median_warm_wall_us'])} "
                      f"({_pct(cmp['median_warm_wall_change'])}; allowed "
                      f"+{100 * doc['max_regression']:g}%)")
-    return "\n".join(lines) + "\n"
+    return displayable("\n".join(lines) + "\n")

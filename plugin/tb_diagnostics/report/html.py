@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tb_diagnostics.names import shorten_name
+from tb_diagnostics.output import displayable
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
 from tb_diagnostics.report.text import (
     _columns,
@@ -263,14 +264,15 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         body.append("</section>")
     if extra_markdown:
         body.append(f"<h2>Comparison</h2><pre>{_e(extra_markdown)}</pre>")
+    # A file name that is not UTF-8 shows with U+FFFD: the page is valid UTF-8.
     if fragment:
-        return (f'<div class="tbd-report"><style>{scoped_css(".tbd-report")}</style>'
-                + "\n".join(body) + "</div>\n")
-    return ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-            '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>tb-diagnostics report</title><style>{_css()}</style></head><body>"
-            + "\n".join(body) + "</body></html>\n")
+        return displayable(f'<div class="tbd-report"><style>{scoped_css(".tbd-report")}'
+                           '</style>' + "\n".join(body) + "</div>\n")
+    return displayable('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+                       f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+                       '<meta name="viewport" content="width=device-width,initial-scale=1">'
+                       f"<title>tb-diagnostics report</title><style>{_css()}</style></head>"
+                       "<body>" + "\n".join(body) + "</body></html>\n")
 
 
 def dispatch_chains(logdir: Any, doc: dict[str, Any], thresholds: Any = None,

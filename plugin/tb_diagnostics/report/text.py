@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterator
 from typing import Any
 
+from tb_diagnostics.output import displayable
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
 from tb_diagnostics.report.whatif import whatif_lines
 
@@ -225,7 +226,8 @@ def render_text(doc: dict[str, Any]) -> str:
             out.append(f"run {r['run']} · {len(r.get('ranks', []))} ranks")
             out.extend(_findings_text(r, is_span=False))
             out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    # A file name that is not UTF-8 shows with U+FFFD: the text is valid UTF-8 anywhere.
+    return displayable("\n".join(out).rstrip() + "\n")
 
 
 def has_steps(span: dict[str, Any]) -> bool:
@@ -382,4 +384,5 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 out.append(_md_finding(f, None))
                 out.extend(f"  - open {md(_cell_text(c))}" for c in f.get("cells", []))
             out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    # A file name that is not UTF-8 shows with U+FFFD: the text is valid UTF-8 anywhere.
+    return displayable("\n".join(out).rstrip() + "\n")

@@ -1,0 +1,111 @@
+"""What the tool writes out keeps a file's name exact where it can, and is always valid.
+
+On POSIX a file name is bytes. Python lists a name that is not UTF-8 (Latin-1
+``caf\\xe9``) as a str with surrogate escapes (``'caf\\udce9'``), which no UTF-8
+writer accepts. Every output here handles such names the same way:
+
+- JSON (the tab's routes, ``--format json``): the lone surrogate becomes the escape
+  ``\\udce9``, valid JSON that decodes back to the same str (``json.loads``,
+  ``JSON.parse``), so a name read from the JSON finds its file again;
+- text, Markdown and HTML: each lone surrogate shows as U+FFFD.
+
+A URL carries the original bytes percent-encoded (``run=caf%E9``): the tab's
+``encodeName`` (static/app/names.js) writes them, the plugin's query parsing reads
+them back with surrogate escapes.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+import msgspec
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_RUN = re.compile("[\ud800-\udfff]+")
+
+
+def encode_json(payload: Any, indent: int | None = None) -> bytes:
+    """``payload`` as JSON (msgspec's: NaN and infinities become null), lone surrogates in
+    any string or key as ``\\udcXX`` escapes; ``indent`` pretty-prints.
+
+    Output without lone surrogates is exactly msgspec's, at msgspec's speed: the slower
+    exact path runs only when msgspec refuses a string.
+    """
+    try:
+        body = msgspec.json.encode(payload)
+    except UnicodeEncodeError:
+        return _encode_with_surrogates(payload, indent)
+    return body if indent is None else msgspec.json.format(body, indent=indent)
+
+
+def json_text(payload: Any) -> str:
+    """The CLI's JSON: indented by 2, one trailing newline."""
+    return encode_json(payload, indent=2).decode() + "\n"
+
+
+def displayable(text: str) -> str:
+    """``text`` with each lone surrogate (an undecodable byte of a file name) as U+FFFD, so
+    it can be written as UTF-8 anywhere; a str without one is returned as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _string_literal(s: str) -> bytes:
+    """The JSON literal of a str with lone surrogates: msgspec's escaping for the rest."""
+    out = bytearray(b'"')
+    pos = 0
+    for m in _SURROGATE_RUN.finditer(s):
+        out += msgspec.json.encode(s[pos:m.start()])[1:-1]
+        out += "".join(f"\\u{ord(c):04x}" for c in m.group()).encode()
+        pos = m.end()
+    out += msgspec.json.encode(s[pos:])[1:-1]
+    out += b'"'
+    return bytes(out)
+
+
+class _Placeholders:
+    """Swaps each string msgspec refuses for ``<nonce>-<n>`` and keeps its exact literal."""
+
+    def __init__(self) -> None:
+        self.nonce = secrets.token_hex(16)
+        self.literals: list[bytes] = []
+
+    def swap(self, s: str) -> str:
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            self.literals.append(_string_literal(s))
+            return f"{self.nonce}-{len(self.literals) - 1}"
+        return s
+
+    def walk(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.swap(obj)
+        if isinstance(obj, dict):
+            return {self.swap(k) if isinstance(k, str) else k: self.walk(v)
+                    for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.walk(v) for v in obj]
+        return obj
+
+
+def _encode_with_surrogates(payload: Any, indent: int | None) -> bytes:
+    # Let msgspec encode (and format) everything else exactly as it always does, then put
+    # the exact literals back in place of the placeholders. msgspec.json.format refuses
+    # a lone \udcXX escape, hence formatting before the swap back.
+    builtins = msgspec.to_builtins(payload)
+    while True:
+        ph = _Placeholders()
+        body = msgspec.json.encode(ph.walk(builtins))
+        if indent is not None:
+            body = msgspec.json.format(body, indent=indent)
+        # The nonce is random; should the payload hold it by chance, draw another.
+        if body.count(ph.nonce.encode()) == len(ph.literals):
+            break
+    placeholder = re.compile(b'"' + ph.nonce.encode() + rb'-(\d+)"')
+    return placeholder.sub(lambda m: ph.literals[int(m.group(1))], body)
