@@ -2,6 +2,8 @@
 // puts them under data/plugin/diagnostics/, which keeps --path_prefix and
 // /experiment/<id>/ working.
 
+import { queryString } from "./names.js";
+
 export class ApiError extends Error {
   constructor(status, message) {
     super(message);
@@ -24,7 +26,7 @@ function sleep(ms, signal) {
  * progress and ask again, backing off from 150 ms to 1 s.
  */
 export async function getJSON(route, params, { onProgress, signal } = {}) {
-  const qs = params ? `?${new URLSearchParams(params)}` : "";
+  const qs = params ? queryString(params) : "";
   let delay = 150;
   for (;;) {
     const res = await fetch(`./${route}${qs}`, { signal, headers: { Accept: "application/json" } });

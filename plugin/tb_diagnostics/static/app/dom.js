@@ -1,6 +1,14 @@
 // Tiny DOM helpers. Trace data (event names, file names, messages) is
 // untrusted text: it only ever reaches the page through textContent and
 // attribute setters here, never through an HTML parser (no *HTML properties).
+// Shown text has each lone surrogate (a byte of a file name that is not UTF-8) as
+// U+FFFD; attribute values (an option's value among them) stay exact.
+
+import { shownName } from "./names.js";
+
+export { shownName };
+
+const SHOWN_ATTRIBUTES = new Set(["title", "aria-label", "placeholder"]);
 
 /**
  * h("div", {class: "x", onclick: fn, dataset: {a: 1}}, "text", child, [more])
@@ -15,7 +23,7 @@ export function h(tag, attrs, ...children) {
     else if (k === "style" && typeof v === "object") setStyle(el, v);
     else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
     else if (v === true) el.setAttribute(k, "");
-    else el.setAttribute(k, String(v));
+    else el.setAttribute(k, SHOWN_ATTRIBUTES.has(k) ? shownName(v) : String(v));
   }
   append(el, children);
   return el;
@@ -33,7 +41,7 @@ export function setStyle(el, styles) {
 export function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    el.append(c instanceof Node ? c : document.createTextNode(shownName(c)));
   }
   return el;
 }

@@ -4,7 +4,7 @@
 
 import { getJSON, isAbort } from "./api.js";
 import { CompareView } from "./compare.js";
-import { card, fill, h } from "./dom.js";
+import { card, fill, h, shownName } from "./dom.js";
 import { FindingsView, findingKey } from "./findings.js";
 import { RanksView } from "./heatmap.js";
 import { VERDICT_HELP, bytes, stepLabel, verdictColor } from "./format.js";
@@ -259,11 +259,11 @@ export class App {
     s.steps.forEach((x, i) => { x.index = i; });
     this.summary = s;
     const dev = s.device.kind === "cpu" ? "CPU only" : `${(s.device.kind || "").toUpperCase()}${s.device.name ? ` · ${s.device.name}` : ""}`;
-    this.device.title = `${s.file} · ${bytes(this.file?.size)}`;
+    this.device.title = shownName(`${s.file} · ${bytes(this.file?.size)}`);
     this.device.textContent = `${dev} · ${s.trace.events.toLocaleString()} events · ${s.steps_total ? `${s.steps.length.toLocaleString()} of ${s.steps_total.toLocaleString()} steps` : `${s.steps.length} step${s.steps.length === 1 ? "" : "s"}`}`;
     const bad = (this.runs?.errors || []).length;
     this.status.textContent = bad ? `${bad} file${bad > 1 ? "s" : ""} could not be read` : "";
-    this.status.title = (this.runs?.errors || []).map((e) => e.message).join("\n");
+    this.status.title = shownName((this.runs?.errors || []).map((e) => e.message).join("\n"));
     fill(this.headline,
       s.verdict ? h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) }, title: VERDICT_HELP[s.verdict] }, s.verdict) : null,
       h("div", null,

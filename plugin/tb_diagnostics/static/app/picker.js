@@ -2,6 +2,7 @@
 
 import { h } from "./dom.js";
 import { bytes } from "./format.js";
+import { shownName } from "./names.js";
 
 /** A span id is the file's timestamp (ms, µs or ns since the epoch) or its name. */
 export function spanLabel(span) {
@@ -34,7 +35,7 @@ export class Picker {
     this.fill(this.run, runs.map((r) => [r.run, r.run]), run.run);
     this.fill(this.worker, run.workers.map((w) => [w.worker, w.worker]), worker.worker);
     this.fill(this.span, worker.spans.map((s) => [s.span, `${spanLabel(s)}${s.state === "error" ? "  (unreadable)" : ""}`]), span.span);
-    this.span.title = `${span.file} · ${bytes(span.size)}`;
+    this.span.title = shownName(`${span.file} · ${bytes(span.size)}`);
     return { run: run.run, worker: worker.worker, span: span.span, file: span };
   }
 

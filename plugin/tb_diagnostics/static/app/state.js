@@ -5,7 +5,14 @@
 // plugin data from. The iframe is same-origin; if the parent is out of
 // reach the iframe's own hash is used instead.
 
+import { decodeName, encodeName, shownName } from "./names.js";
+
 const PREFIX = "p.diagnostics.";
+// A value holding a byte that is not UTF-8 (a Latin-1 run name) goes under
+// "<key>.bytes", its exact %E9 escapes percent-encoded once more ("caf%25E9"):
+// TensorBoard decodes every hash value with decodeURIComponent, which throws on a
+// bare %E9 and would take TensorBoard's own router down with the link.
+const BYTES = ".bytes";
 // zoom: the timeline's visible range "t0,t1" in µs since the trace's first
 // event, so it means the same on any machine with the same log dir.
 // compare: the baseline run the selected run is compared with (the compare view).
@@ -26,27 +33,45 @@ function parseHash(hash) {
   const others = [];
   for (const p of parts) {
     const eq = p.indexOf("=");
-    const k = eq < 0 ? p : decodeURIComponent(p.slice(0, eq));
-    if (eq >= 0 && k.startsWith(PREFIX)) own[k.slice(PREFIX.length)] = decodeURIComponent(p.slice(eq + 1));
+    // decodeName: a name that is not UTF-8 (%E9) comes back exact, where
+    // decodeURIComponent would throw and take the whole hash down with it.
+    const k = eq < 0 ? p : decodeName(p.slice(0, eq));
+    if (eq >= 0 && k.startsWith(PREFIX)) own[k.slice(PREFIX.length)] = decodeName(p.slice(eq + 1));
     else others.push(p);
   }
   return { own, others };
 }
 
-export function readState() {
-  const { own } = parseHash(hostLocation().location.hash || "");
+/** The tab's state that a URL hash holds. */
+export function stateOfHash(hash) {
+  const { own } = parseHash(hash);
   const out = {};
-  for (const k of KEYS) if (own[k] !== undefined && own[k] !== "") out[k] = own[k];
+  for (const k of KEYS) {
+    const v = own[k + BYTES] !== undefined ? decodeName(own[k + BYTES]) : own[k];
+    if (v !== undefined && v !== "") out[k] = v;
+  }
   return out;
+}
+
+/** The hash entries ("p.diagnostics.run=…") that hold ``state``, names exact. */
+export function stateEntries(state) {
+  return KEYS.filter((k) => state[k] !== undefined && state[k] !== null && state[k] !== "")
+    .map((k) => {
+      const v = String(state[k]);
+      return shownName(v) === v ? `${PREFIX}${k}=${encodeName(v)}`
+        : `${PREFIX}${k}${BYTES}=${encodeURIComponent(encodeName(v))}`;
+    });
+}
+
+export function readState() {
+  return stateOfHash(hostLocation().location.hash || "");
 }
 
 export function writeState(state) {
   const win = hostLocation();
   const { others } = parseHash(win.location.hash || "");
   if (win !== window && !others.length) others.push("diagnostics");
-  const mine = KEYS.filter((k) => state[k] !== undefined && state[k] !== null && state[k] !== "")
-    .map((k) => `${PREFIX}${k}=${encodeURIComponent(state[k])}`);
-  const hash = `#${[...others, ...mine].join("&")}`;
+  const hash = `#${[...others, ...stateEntries(state)].join("&")}`;
   if (hash === win.location.hash) return;
   try {
     // replaceState: no history entry per click, and no hashchange event for
