@@ -29,7 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.errors import DiagnosticsError
 from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.server.pool import LoadPool
 from tb_diagnostics.trace.model import TraceModel
 from tb_diagnostics.trace.stream import OverBudget, inflate_budget
 
@@ -50,6 +51,11 @@ BIG_FILE_BYTES = 64 << 20
 #: A load on the small pool that inflates more JSON than this moves to the big-file pool
 #: (a 256 MiB trace takes a few seconds: longer would hold a loader small runs need).
 SMALL_LOAD_INFLATE_BYTES = 256 << 20
+#: A small load running this long has stalled (a FIFO, a hung network mount: a small load
+#: takes a few seconds): the next queued one starts beside it.
+STALLED_SMALL_LOAD_S = 15.0
+#: A big file's load may take minutes before the next big one starts beside it.
+BIG_STALL_FACTOR = 20
 #: ``work(file, progress) -> (analysis, summary)``; raises DiagnosticsError for a bad file.
 Work = Callable[[SpanFile, "Progress"], tuple[SpanAnalysis, dict[str, Any]]]
 
@@ -140,15 +146,16 @@ class SpanLoader:
     """Loads spans on a pool, one load per key, and keeps a bounded cache."""
 
     def __init__(self, work: Work, workers: int = 2, max_models: int = 8,
-                 max_bytes: int = 2 << 30, max_summaries: int = 512) -> None:
+                 max_bytes: int = 2 << 30, max_summaries: int = 512,
+                 stall_s: float = STALLED_SMALL_LOAD_S) -> None:
         self._work = work
-        self._pool = ThreadPoolExecutor(max_workers=workers,
-                                        thread_name_prefix="tb-diagnostics-load")
-        self._big_pool = ThreadPoolExecutor(max_workers=1,
-                                            thread_name_prefix="tb-diagnostics-load-big")
+        # Daemon threads: a load stuck in a read never holds TensorBoard's exit.
+        self._pool = LoadPool(workers, "tb-diagnostics-load", stall_s=stall_s)
+        self._big_pool = LoadPool(1, "tb-diagnostics-load-big",
+                                  stall_s=stall_s * BIG_STALL_FACTOR)
         self._max_models = max_models
         self._max_bytes = max_bytes
-        self._max_summaries = max_summaries
+        self._max_summaries = self._least_summaries = max_summaries
         self._lock = threading.Lock()
         self._entries: OrderedDict[Key, Loaded] = OrderedDict()
         self._resident: OrderedDict[Key, int] = OrderedDict()  # key → nbytes, LRU order
@@ -207,14 +214,22 @@ class SpanLoader:
         with self._lock:
             return [e for e in self._entries.values() if e.error]
 
+    def hold_summaries(self, files: int) -> None:
+        """Keep at least ``files`` summaries (the log dir's listed files) and as many
+        again for old versions and other looks; never fewer than the constructor's bound.
+        A summary is small beside an analysis, and a run whose spans evicted each other's
+        summaries would reload them for ever and never be ready."""
+        with self._lock:
+            self._max_summaries = max(self._least_summaries, 2 * files)
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"summaries": len(self._entries), "resident": len(self._resident),
                     "resident_bytes": sum(self._resident.values()), "loading": len(self._loads)}
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._big_pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
+        self._big_pool.shutdown()
 
     # ---- the pool side ------------------------------------------------------
     def _load(self, key: Key, f: SpanFile, progress: Progress, done: Future,

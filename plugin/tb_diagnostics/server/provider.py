@@ -13,9 +13,9 @@ from typing import Any
 from tb_diagnostics.analysis import Thresholds
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.logdir import SpanFile
-from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader
+from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader, key_of
 from tb_diagnostics.server.present import load_and_summarise, step_detail
-from tb_diagnostics.server.scan import ScanCache, ScanResult
+from tb_diagnostics.server.scan import FileNow, ScanCache, ScanResult, file_now
 
 #: At most this many evidence rows may be pinned into one timeline request.
 MAX_HIGHLIGHT = 64
@@ -63,6 +63,18 @@ class DataProvider:
         result = self._scan.peek()
         return bool(result and result.has_traces)
 
+    def _latest(self, max_age_s: float | None) -> ScanResult | None:
+        """The scan (the last one at once when ``max_age_s`` is None, else one no older),
+        with the loader's summary bound grown to hold every file it lists: a run of more
+        spans than the bound would otherwise evict its own summaries while it loads."""
+        assert self._scan is not None
+        result = self._scan.peek() if max_age_s is None else self._scan.get(max_age_s)
+        if result is None and max_age_s is None:
+            result = self._scan.get(max_age_s=0.0)
+        if result is not None and result.logdir is not None:
+            self.loader.hold_summaries(len(result.logdir.files))
+        return result
+
     # ---- routes -------------------------------------------------------------
     def runs(self) -> dict[str, Any]:
         """The run → worker → span tree, the log dir's status and known load errors."""
@@ -71,7 +83,7 @@ class DataProvider:
         if self._scan is None:
             out.update(status="no_logdir", message=self.problem)
             return out
-        result = self._scan.get(max_age_s=self.fresh_s)
+        result = self._latest(self.fresh_s)
         if result is None:
             out.update(status="scanning", message=f"still listing {self.logdir}")
             return out
@@ -93,15 +105,20 @@ class DataProvider:
                 for w in r.workers]}
             for r in tree.runs
         ]
+        # Only errors of files as this scan lists them: a run deleted since, or a file
+        # rewritten since its load failed, no longer has that error.
+        listed = {key_of(f) for f in tree.files}
         out["errors"] = [{"file": e.file.relpath, "run": e.file.run, "worker": e.file.worker,
                           "span": e.file.span, "message": e.error}
-                         for e in self.loader.errors()]
+                         for e in self.loader.errors() if key_of(e.file) in listed]
         return out
 
     def span(self, run: str, worker: str, span: str) -> tuple[int, dict[str, Any]]:
         """The span's summary (200), its load progress (202) or its load error (200)."""
-        f = self.find(run, worker, span)
-        got = self.loader.get(f)
+        now = self._locate(run, worker, span)
+        if now.problem:
+            return 200, _unreadable(now)
+        got = self.loader.get(now.file)
         if isinstance(got, Progress):
             return 202, {"status": "loading", "progress": got.to_dict()}
         if got.error:
@@ -111,8 +128,11 @@ class DataProvider:
     def step(self, run: str, worker: str, span: str, step: str,
              highlight: str | None = None) -> tuple[int, dict[str, Any]]:
         """One step's dispatch tree and timeline (202 while the span loads)."""
-        f = self.find(run, worker, span)
+        now = self._locate(run, worker, span)
         rows = _parse_rows(highlight)
+        if now.problem:
+            return 200, _unreadable(now)
+        f = now.file
         got = self.loader.get(f, need_analysis=True)
         if isinstance(got, Progress):
             return 202, {"status": "loading", "progress": got.to_dict()}
@@ -136,15 +156,18 @@ class DataProvider:
         progress of the spans still loading (starting their loads)."""
         if self._scan is None:
             raise NotFound(self.problem or "TensorBoard has no --logdir")
-        result = self._scan.peek() or self._scan.get(max_age_s=0.0)
+        result = self._latest(None)
         found = result.logdir.run(run) if result and result.logdir else None
         if found is None:
             raise NotFound(f"no run {run!r} in {self.logdir}")
         workers, pending = [], []
         for w in found.workers:
             spans = []
-            for f in w.spans:
-                got = self.loader.get(f)
+            for listed in w.spans:
+                now = file_now(listed)
+                if not now.exists or now.problem:
+                    continue  # gone, or not a file any more: no summary, as for an error
+                got = self.loader.get(now.file)
                 if isinstance(got, Progress):
                     pending.append(got.to_dict())
                 elif not got.error:
@@ -174,20 +197,30 @@ class DataProvider:
 
     # ---- lookups ------------------------------------------------------------
     def find(self, run: str | None, worker: str | None, span: str | None) -> SpanFile:
-        """The span file named by the route's parameters, or NotFound/BadRequest."""
+        """The span file named by the route's parameters, with its size and mtime as they
+        are now, or NotFound/BadRequest."""
+        return self._locate(run, worker, span).file
+
+    def _locate(self, run: str | None, worker: str | None, span: str | None) -> FileNow:
         for name, value in (("run", run), ("worker", worker), ("span", span)):
             if not value:
                 raise BadRequest(f"missing parameter {name!r}")
         if self._scan is None:
             raise NotFound(self.problem or "TensorBoard has no --logdir")
-        result = self._scan.peek()
+        result = self._latest(None)
         f = _lookup(result, run, worker, span)
         if f is None:  # maybe new since the last scan: look once more, fresh
-            result = self._scan.get(max_age_s=0.0)
+            result = self._latest(0.0)
             f = _lookup(result, run, worker, span)
-        if f is not None:
-            return f
-        raise NotFound(_not_found(result, run, worker, span, self.logdir or ""))
+        if f is None:
+            raise NotFound(_not_found(result, run, worker, span, self.logdir or ""))
+        # The scan may be seconds old: the file is loaded as it is now (a file the profiler
+        # just finished writing gets a fresh load, not its truncated version's error).
+        now = file_now(f)
+        if not now.exists:
+            raise NotFound(f"{f.relpath}: no longer exists (deleted since the log dir "
+                           "was listed)")
+        return now
 
     def shutdown(self) -> None:
         self.loader.shutdown()
@@ -195,6 +228,10 @@ class DataProvider:
 
 def _error(entry: Loaded) -> dict[str, Any]:
     return {"status": "error", "file": entry.file.relpath, "error": entry.error}
+
+
+def _unreadable(now: FileNow) -> dict[str, Any]:
+    return {"status": "error", "file": now.file.relpath, "error": now.problem}
 
 
 def _lookup(result: ScanResult | None, run: str, worker: str, span: str) -> SpanFile | None:

@@ -8,17 +8,24 @@ at once and, when it is older than ``max_age_s``, one background refresh is
 started. The profiler keeps writing while TensorBoard runs, so the tab's own
 ``/runs`` request asks for a scan no older than a second, which makes the
 reload button pick up new files.
+
+A request for one file does not trust a scan that may be seconds old: :func:`file_now`
+stats that file (without following a link) so that a file the profiler finished writing
+a moment ago loads as it is now, and one swapped for a link or a FIFO is refused.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tb_diagnostics.errors import LogDirError
-from tb_diagnostics.logdir import LogDir, scan_logdir
+from tb_diagnostics.logdir import LogDir, SpanFile, scan_logdir
+from tb_diagnostics.storage import is_local, local_path
 
 
 @dataclass(frozen=True)
@@ -102,3 +109,42 @@ class ScanCache:
             self._result = ScanResult(logdir=tree, error=error, finished_at=t1, took_s=t1 - t0)
             self._running = None
         done.set()
+
+
+@dataclass(frozen=True)
+class FileNow:
+    """A listed file as it is at the moment of a request."""
+
+    file: SpanFile  # with its current size and mtime (local files; a URL keeps the scan's)
+    exists: bool
+    problem: str | None = None  # why it cannot be read, in one line naming the file
+
+
+def file_now(f: SpanFile) -> FileNow:
+    """Stat ``f`` again, without following a symbolic link.
+
+    A URL (``s3://``…) keeps the scan's size and mtime: asking the store on every
+    request would cost a round trip each time.
+    """
+    if not is_local(f.url):
+        return FileNow(f, exists=True)
+    try:
+        st = os.lstat(local_path(f.url))
+    except FileNotFoundError:
+        return FileNow(f, exists=False)
+    except OSError as exc:
+        return FileNow(f, exists=True, problem=f"{f.relpath}: cannot stat ({exc.strerror})")
+    if not stat.S_ISREG(st.st_mode):
+        return FileNow(f, exists=True, problem=f"{f.relpath}: {_not_regular(st.st_mode)} "
+                                               "since the log dir was listed; not read")
+    return FileNow(replace(f, size=st.st_size, mtime=st.st_mtime), exists=True)
+
+
+def _not_regular(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "replaced by a symbolic link (links are not followed)"
+    if stat.S_ISFIFO(mode):
+        return "replaced by a FIFO"
+    if stat.S_ISDIR(mode):
+        return "replaced by a directory"
+    return "no longer a regular file"
