@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -123,7 +124,9 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
     cross process boundaries. ``executor`` may be any
     :class:`concurrent.futures.Executor` (a Dask client's, for instance);
     by default a process pool of :func:`default_workers` is used when there is
-    more than one file, and the work stays in this process otherwise.
+    more than one file, and the work stays in this process otherwise. A worker of that
+    pool that dies (killed by the out-of-memory killer, say) costs at most the file it
+    was analysing, which is then reported with a one-line error.
     """
     files = list(files)
     out: dict[str, dict[str, Any]] = {}
@@ -154,18 +157,110 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
         for f in todo:
             finished(f, span_summary(f, thresholds, cache))
         return out
-    # Imported here, not at the top: 2.4 MB resident that analysing one file never needs.
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
+    if executor is not None:
+        from concurrent.futures import as_completed
 
-    own = executor is None
-    pool = executor or ProcessPoolExecutor(max_workers=n_workers,
-                                           mp_context=get_context("spawn"))
-    try:
-        futures = {pool.submit(_summary_job, f, thresholds, cache_root): f for f in todo}
+        futures = {executor.submit(_summary_job, f, thresholds, cache_root): f for f in todo}
         for fut in as_completed(futures):
             finished(futures[fut], fut.result())
-    finally:
-        if own:
-            pool.shutdown()
+        return out
+    # A worker killed mid-file (the out-of-memory killer, a SIGKILL) breaks the whole pool
+    # and every file in flight with it. Those files are retried once in a fresh pool; what
+    # breaks that one too runs one file per process, so only the file that kills its
+    # process again is reported as such, and every other file is still analysed.
+    left = _pool_round(todo, thresholds, cache_root, n_workers, finished)
+    if left:
+        _log.debug("a worker died: %d file(s) retried in a fresh pool", len(left))
+        left = _pool_round(left, thresholds, cache_root, n_workers, finished)
+    if left:
+        _log.debug("a worker died again: %d file(s) retried one per process", len(left))
+        _one_per_process(left, thresholds, cache_root, n_workers, finished)
     return out
+
+
+def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_root: str | None,
+                n_workers: int, finished: Callable[[SpanFile, dict[str, Any]], None],
+                ) -> list[SpanFile]:
+    """Run the files' jobs in a fresh pool; the files it did not finish because the pool
+    broke (a worker died), in their order."""
+    # Imported here, not at the top: 2.4 MB resident that analysing one file never needs.
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing import get_context
+
+    lost: set[int] = set()
+    pool = ProcessPoolExecutor(max_workers=min(n_workers, len(files)),
+                               mp_context=get_context("spawn"))
+    try:
+        futures = {}
+        for k, f in enumerate(files):
+            try:
+                futures[pool.submit(_summary_job, f, thresholds, cache_root)] = k
+            except BrokenProcessPool:  # it broke while the jobs were being handed out
+                lost.update(range(k, len(files)))
+                break
+        for fut in as_completed(futures):
+            k = futures[fut]
+            try:
+                summary = fut.result()
+            except BrokenProcessPool:
+                lost.add(k)
+                continue
+            finished(files[k], summary)
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return [files[k] for k in sorted(lost)]
+
+
+def _one_file_job(conn: Any, f: SpanFile, thresholds: Thresholds | None,
+                  cache_root: str | None) -> None:
+    conn.send(_summary_job(f, thresholds, cache_root))
+    conn.close()
+
+
+def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
+                     cache_root: str | None, n_workers: int,
+                     finished: Callable[[SpanFile, dict[str, Any]], None]) -> None:
+    """Each file in a process of its own (``n_workers`` at a time): a process that dies
+    costs only its file, which gets a one-line error saying how it died."""
+    from multiprocessing import get_context
+    from multiprocessing.connection import wait
+
+    from tb_diagnostics.report.document import span_document
+
+    ctx = get_context("spawn")
+    pending = list(files)
+    running: dict[Any, tuple[Any, SpanFile]] = {}  # result pipe → (process, file)
+    while pending or running:
+        while pending and len(running) < n_workers:
+            f = pending.pop(0)
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_one_file_job, args=(send, f, thresholds, cache_root),
+                               daemon=True)
+            proc.start()
+            send.close()  # the child holds the only writer: its death is EOF here
+            running[recv] = (proc, f)
+        for recv in wait(list(running)):
+            proc, f = running.pop(recv)
+            try:
+                summary = recv.recv()
+            except (EOFError, OSError):
+                proc.join()
+                summary = span_document(f, None, f"{f.relpath}: {_death(proc.exitcode)}")
+            else:
+                proc.join()
+            recv.close()
+            finished(f, summary)
+
+
+def _death(exitcode: int | None) -> str:
+    """How a process that returned no result ended, in words."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        if -exitcode == signal.SIGKILL:
+            return f"the process analysing it was killed ({name}: out of memory?)"
+        return f"the process analysing it was killed ({name})"
+    return f"the process analysing it exited with status {exitcode} before it finished"
