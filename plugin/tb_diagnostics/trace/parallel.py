@@ -24,6 +24,10 @@ parallel load give up, and the caller loads the file on one core.
 Only local, uncompressed files of at least :data:`MIN_BYTES` are cut, and only in a
 top-level process (a pool's worker already shares the cores with its siblings). Each part
 holds only its columns, so the processes together stay near the one-core peak.
+
+Every process reads the one descriptor the loader opened (the others inherit it), each at
+its own offsets (``os.pread``): a file renamed over the path meanwhile is never read, so
+the parts always come from one file.
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ from typing import Any
 
 from tb_diagnostics.trace import stream
 from tb_diagnostics.trace.build import ModelBuilder
-from tb_diagnostics.trace.decode import GZIP_MAGIC
+from tb_diagnostics.trace.compressed import sniff
 from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.source import BoundedCalls, LocalTrace, ReadStalled, read_timeout
 
 #: Files smaller than this load on one core (starting processes costs ~0.5 s).
 MIN_BYTES = 192 << 20
@@ -56,6 +61,8 @@ _END = b',{"ph":"M"}]}'
 _EVENT_START = re.compile(rb'\s*\{\s*"[A-Za-z_][A-Za-z_ ]{0,39}"\s*:')
 #: Blocks before a cut that must each hold an event boundary (no giant event near a cut).
 _CHECKED_BLOCKS = 8
+#: A range's process exits with this when a read of the file stalled.
+_STALLED_EXIT = 75
 
 
 class NotSplittable(Exception):
@@ -68,7 +75,7 @@ class Range:
     else ``(cut, block)``: it starts after the boundary ``cut`` in block ``block``. ``stop``
     is None for the last range, else the next range's ``(cut, block)``."""
 
-    path: str
+    fd: int  # the loader's descriptor of the file (inherited by the range's process)
     prefix_len: int
     block: int
     first: tuple[int, int] | None
@@ -91,34 +98,36 @@ def workers_for(size: int) -> int:
     return max(1, min(cap, size // MIN_RANGE_BYTES))
 
 
-def _blocks(r: Range) -> Any:
+def _blocks(r: Range, calls: BoundedCalls) -> Any:
     """The blocks the range's stream reads (see the module's docstring)."""
     size = r.block
-    with open(r.path, "rb") as fh:
-        if r.first is None:
-            pos = 0
-        else:
-            head = fh.read(r.prefix_len)
-            cut, b = r.first
-            fh.seek(cut)
-            pos = (b + 2) * size
-            # What the stream holds after that cut: the "," between two events dropped.
-            yield head + fh.read(pos - cut).lstrip(stream._WS)[1:]
-        stop_block = r.stop[1] if r.stop is not None else None
-        while stop_block is None or pos < stop_block * size:
-            data = fh.read(size)
-            if not data:
-                return
-            pos += len(data)
-            yield data
-        cut = r.stop[0]
-        yield fh.read(cut - pos) + _END
+
+    def read(n: int, at: int) -> bytes:
+        return calls.call(os.pread, r.fd, n, at)
+
+    if r.first is None:
+        pos = 0
+    else:
+        head = read(r.prefix_len, 0)
+        cut, b = r.first
+        pos = (b + 2) * size
+        # What the stream holds after that cut: the "," between two events dropped.
+        yield head + read(pos - cut, cut).lstrip(stream._WS)[1:]
+    stop_block = r.stop[1] if r.stop is not None else None
+    while stop_block is None or pos < stop_block * size:
+        data = read(size, pos)
+        if not data:
+            return
+        pos += len(data)
+        yield data
+    cut = r.stop[0]
+    yield read(cut - pos, pos) + _END
 
 
-def build_range(r: Range, shown: str) -> tuple[dict[str, Any], Any]:
+def build_range(r: Range, shown: str, calls: BoundedCalls) -> tuple[dict[str, Any], Any]:
     """Decode one range into columns: (the builder's parts, the file's top-level keys)."""
     builder = ModelBuilder(shown)
-    for item in stream.iter_event_batches(_blocks(r)):
+    for item in stream.iter_event_batches(_blocks(r, calls)):
         if not isinstance(item, list):
             return builder.export(), item
         builder.add(item)
@@ -127,34 +136,34 @@ def build_range(r: Range, shown: str) -> tuple[dict[str, Any], Any]:
 
 
 def _child(r: Range, shown: str) -> dict[str, Any]:
-    parts, top = build_range(r, shown)
+    parts, top = build_range(r, shown, BoundedCalls(read_timeout()))
     parts["problems"] = Counter(getattr(top, "problems", None) or {})
     return parts
 
 
-def plan(path: str, workers: int) -> list[Range]:
+def plan(source: LocalTrace, workers: int) -> list[Range]:
     """The ranges of a file, or :class:`NotSplittable`."""
-    size = os.path.getsize(path)
+    size = source.size
     block = stream.BLOCK_BYTES
     n_blocks = -(-size // block)
-    with open(path, "rb") as fh:
-        first = fh.read(block)
-        if first.startswith(GZIP_MAGIC):
-            raise NotSplittable("gzip")
-        m = stream._EVENTS_KEY.search(first)
-        if m is None or first[:m.start()].lstrip(stream._WS)[:1] != b"{":
-            raise NotSplittable("no traceEvents key in the first block")
-        prefix_len = m.end()
-        cuts: list[tuple[int, int]] = []
-        for k in range(1, workers):
-            b = k * n_blocks // workers
-            if b < _CHECKED_BLOCKS + 2 or b + 3 >= n_blocks or (cuts and b <= cuts[-1][1] + 2):
-                raise NotSplittable("too few blocks")
-            cuts.append((_cut_in_block(fh, b, block), b))
+    fh = source.reader()
+    first = fh.read(block)
+    if sniff(first) is not None:
+        raise NotSplittable("compressed")
+    m = stream._EVENTS_KEY.search(first)
+    if m is None or first[:m.start()].lstrip(stream._WS)[:1] != b"{":
+        raise NotSplittable("no traceEvents key in the first block")
+    prefix_len = m.end()
+    cuts: list[tuple[int, int]] = []
+    for k in range(1, workers):
+        b = k * n_blocks // workers
+        if b < _CHECKED_BLOCKS + 2 or b + 3 >= n_blocks or (cuts and b <= cuts[-1][1] + 2):
+            raise NotSplittable("too few blocks")
+        cuts.append((_cut_in_block(fh, b, block), b))
     ranges = []
     edges: list[tuple[int, int] | None] = [None, *cuts, None]
     for k in range(workers):
-        ranges.append(Range(path, prefix_len, block, edges[k], edges[k + 1]))
+        ranges.append(Range(source.fd, prefix_len, block, edges[k], edges[k + 1]))
     return ranges
 
 
@@ -177,13 +186,18 @@ def _cut_in_block(fh: Any, b: int, block: int) -> int:
     return b * block + cut
 
 
-def load_parallel(path: str, shown: str, workers: int) -> TraceModel:
-    """The model of ``path`` built by ``workers`` processes (raises :class:`NotSplittable`,
-    or what decoding a range raises: the caller then loads it on one core).
+def load_parallel(source: LocalTrace | str, shown: str, workers: int) -> TraceModel:
+    """The model of ``source`` (an open file, or a path to open) built by ``workers``
+    processes (raises :class:`NotSplittable`, :class:`ReadStalled`, or what decoding a
+    range raises: the caller then loads it on one core).
 
     The other ranges go to fresh interpreters (``python -m`` this module), never forks
-    of this process (a server's threads) nor re-imports of its main module."""
-    ranges = plan(path, workers)
+    of this process (a server's threads) nor re-imports of its main module; they inherit
+    the descriptor."""
+    if isinstance(source, str):
+        with LocalTrace(source) as opened:
+            return load_parallel(opened, shown, workers)
+    ranges = plan(source, workers)
     import tb_diagnostics
 
     env = dict(os.environ)
@@ -197,13 +211,16 @@ def load_parallel(path: str, shown: str, workers: int) -> TraceModel:
                 procs.append((subprocess.Popen(
                     [sys.executable, "-m", __name__, json.dumps(asdict(r)), shown, out],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, env=env), out))
+                    stderr=subprocess.DEVNULL, env=env, pass_fds=(source.fd,)), out))
             # The last range here: its stream yields the keys around the array.
-            last, top = build_range(ranges[-1], shown)
+            last, top = build_range(ranges[-1], shown, source.calls)
             builder = ModelBuilder(shown)
             problems: Counter[str] = Counter()
             for proc, out in procs:
-                if proc.wait() != 0:
+                rc = proc.wait()
+                if rc == _STALLED_EXIT:
+                    raise ReadStalled(source.calls.timeout or 0.0)
+                if rc != 0:
                     raise NotSplittable("a range did not decode")
                 with open(out, "rb") as fh:
                     parts = pickle.load(fh)
@@ -231,7 +248,10 @@ def _main(argv: list[str]) -> int:
     d = json.loads(spec)
     r = Range(**{**d, "first": tuple(d["first"]) if d["first"] else None,
                  "stop": tuple(d["stop"]) if d["stop"] else None})
-    parts = _child(r, shown)
+    try:
+        parts = _child(r, shown)
+    except ReadStalled:
+        os._exit(_STALLED_EXIT)  # a daemon thread is stuck in a read: do not wait for it
     with open(out + ".tmp", "wb") as fh:
         pickle.dump(parts, fh, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(out + ".tmp", out)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -29,7 +28,8 @@ from typing import IO, Any
 
 import msgspec
 
-from tb_diagnostics.trace.decode import GZIP_MAGIC, Event, TraceFile, decode_events_lenient
+from tb_diagnostics.trace.compressed import MAGIC_BYTES, decompressed
+from tb_diagnostics.trace.decode import Event, TraceFile, decode_events_lenient
 from tb_diagnostics.trace.longstrings import STRING_CAP_BYTES, StringCap
 
 #: 256 KiB: the decoded structs of one block are the parse's only per-event objects.
@@ -120,16 +120,18 @@ def whole_file_limit() -> int:
 
 def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES,
                 limit: int | None = None) -> Iterator[bytes]:
-    """The file's JSON bytes in blocks, gunzipped on the fly when it starts with gzip's magic.
+    """The file's JSON bytes in blocks, decompressed on the fly when its first bytes are
+    gzip's, bzip2's, xz's (or zstd's, where the ``zstandard`` module is installed) magic,
+    without a UTF-8 byte-order mark.
 
     Raises :class:`TraceTooLarge` once more than ``limit`` bytes (default
     :func:`max_trace_bytes`) have come out, and :class:`OverBudget` past the thread's
-    :func:`inflate_budget`.
+    :func:`inflate_budget`; :class:`NotJSON` for an archive or a compression it cannot read.
     """
     limit = max_trace_bytes() if limit is None else limit
     budget = _BUDGET.get()
     total = 0
-    for out in _raw_blocks(fh, block):
+    for out in _without_bom(_raw_blocks(fh, block)):
         total += len(out)
         if total > limit:
             raise TraceTooLarge(f"larger than the {limit / (1 << 20):.0f} MiB limit "
@@ -139,34 +141,40 @@ def read_blocks(fh: IO[bytes], block: int = BLOCK_BYTES,
         yield out
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """The blocks with a leading UTF-8 byte-order mark dropped (JSON forbids it; editors
+    on Windows write it)."""
+    head = b""
+    for out in blocks:
+        head += out
+        if len(head) >= len(_BOM) or not _BOM.startswith(head):
+            break
+    else:
+        if head and head != _BOM:
+            yield head
+        return
+    rest = head[len(_BOM):] if head.startswith(_BOM) else head
+    del head
+    if rest:
+        yield rest
+    del rest
+    yield from blocks
+
+
 def _raw_blocks(fh: IO[bytes], block: int) -> Iterator[bytes]:
     first = fh.read(block)
-    if first.startswith(GZIP_MAGIC):
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        data = first
-        while data:
-            try:
-                out = inflater.decompress(data, block)
-                while out:
-                    yield out
-                    out = inflater.decompress(inflater.unconsumed_tail, block)
-            except zlib.error as exc:
-                raise NotStreamable(f"gzip: {exc}") from None
-            if inflater.eof:
-                # A gzip file may hold several members one after another (``cat a.gz b.gz``):
-                # each is inflated in turn, as gzip itself does.
-                data = inflater.unused_data
-                while len(data) < len(GZIP_MAGIC):
-                    more = fh.read(block)
-                    if not more:
-                        break
-                    data += more
-                if not data.startswith(GZIP_MAGIC):
-                    return  # the end (or padding after it)
-                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                continue
-            data = fh.read(block)
-        raise NotStreamable("truncated gzip stream")
+    while 0 < len(first) < MAGIC_BYTES:  # a magic number split over two short reads
+        more = fh.read(block)
+        if not more:
+            break
+        first += more
+    inflated = decompressed(fh, first, block)
+    if inflated is not None:
+        yield from inflated
+        return
     while first:
         yield first
         first = fh.read(block)

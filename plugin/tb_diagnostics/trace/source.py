@@ -1,0 +1,213 @@
+"""The bytes of one trace file: opened once, as what it is, read with bounded waits.
+
+A local trace is opened exactly once (``O_NOFOLLOW``, ``O_NONBLOCK``), refused unless
+``fstat`` calls it a regular file, and every part of it (the stream, the whole-file
+fallback, the parallel load's ranges in other processes) is read from that descriptor
+with ``os.pread``: a file renamed over it meanwhile is never read, so two files cannot
+be spliced into one model. Opening by path several times could not promise that.
+
+A read that does not return (a stalled NFS or FUSE mount) must not hold a loader for
+ever: reads run in a helper thread, and the loader waits at most
+:func:`read_timeout` seconds for each one, then gives up on the file (the stuck thread is
+a daemon and is abandoned; it ends when its read does).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import stat
+import threading
+from collections.abc import Callable
+from typing import Any
+
+READ_TIMEOUT_ENV = "TB_DIAGNOSTICS_READ_TIMEOUT_S"
+DEFAULT_READ_TIMEOUT_S = 60.0
+#: Without ``O_NONBLOCK`` opening a FIFO waits for a writer; it changes nothing for
+#: regular files. ``O_NOFOLLOW``: a symbolic link swapped in after the scan is not
+#: followed out of the log dir.
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_KINDS = [(stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link (not followed)")]
+
+
+class NotRegularFile(Exception):
+    """The path is not a regular file (a FIFO, a device, a symbolic link…)."""
+
+
+class ReadStalled(Exception):
+    """A read of the file gave no answer within :func:`read_timeout` seconds."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"no data for {timeout:g} s (a stalled network file system?)")
+        self.timeout = timeout
+
+
+def read_timeout() -> float | None:
+    """Seconds one read may take (``$TB_DIAGNOSTICS_READ_TIMEOUT_S``, default 60); None
+    (wait for ever) where the variable is 0 or negative."""
+    env = os.environ.get(READ_TIMEOUT_ENV)
+    try:
+        value = float(env) if env else DEFAULT_READ_TIMEOUT_S
+    except ValueError:
+        value = DEFAULT_READ_TIMEOUT_S
+    if value != value:  # NaN
+        value = DEFAULT_READ_TIMEOUT_S
+    return value if value > 0 else None
+
+
+class BoundedCalls:
+    """Runs calls in one helper thread and waits for each at most ``timeout`` seconds.
+
+    One helper per file being read, so a stalled file delays only its own loader. A
+    queue handoff costs tens of microseconds: nothing next to a 256 KiB block."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self._todo: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stalled = False
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.timeout is None:
+            return fn(*args)
+        if self._stalled:  # the helper is still stuck in an earlier call
+            raise ReadStalled(self.timeout)
+        if self._thread is None:
+            self._thread = threading.Thread(target=_serve, args=(self._todo, self._done),
+                                            name="tb-diagnostics-read", daemon=True)
+            self._thread.start()
+        self._todo.put((fn, args))
+        try:
+            ok, value = self._done.get(timeout=self.timeout)
+        except queue.Empty:
+            self._stalled = True
+            raise ReadStalled(self.timeout) from None
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._todo.put(None)  # a stuck helper ends once its read returns
+            self._thread = None
+
+
+def _serve(todo: queue.SimpleQueue[Any], done: queue.SimpleQueue[Any]) -> None:
+    while True:
+        job = todo.get()
+        if job is None:
+            return
+        fn, args = job
+        try:
+            done.put((True, fn(*args)))
+        except BaseException as exc:  # handed to the waiting loader, which raises it
+            done.put((False, exc))
+
+
+class PinnedReader:
+    """A file-like reader of one descriptor at its own offset (``os.pread``): readers in
+    several threads or processes sharing the descriptor never move each other's place."""
+
+    def __init__(self, fd: int, calls: BoundedCalls, pos: int = 0) -> None:
+        self._fd = fd
+        self._calls = calls
+        self._pos = pos
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            parts = []
+            while chunk := self.read(1 << 20):
+                parts.append(chunk)
+            return b"".join(parts)
+        data = self._calls.call(os.pread, self._fd, n, self._pos)
+        self._pos += len(data)
+        return data
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_CUR:
+            pos += self._pos
+        elif whence != os.SEEK_SET:
+            raise ValueError("PinnedReader seeks from the start or the current offset only")
+        self._pos = pos
+        return pos
+
+    def tell(self) -> int:
+        return self._pos
+
+
+def describe_mode(mode: int) -> str | None:
+    """What a non-regular file is ("a FIFO"), or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+class LocalTrace:
+    """One local file, opened once; a context manager that closes it.
+
+    Raises :class:`NotRegularFile` for anything but a regular file, ``OSError`` where the
+    file cannot be opened."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except OSError as exc:
+            if _is_symlink(path, exc):
+                raise NotRegularFile("is a symbolic link (not followed)") from None
+            raise
+        try:
+            st = os.fstat(fd)
+            what = describe_mode(st.st_mode)
+            if what is not None:
+                raise NotRegularFile(f"is {what}, not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.path = path
+        self.stat = st
+        self.calls = BoundedCalls(read_timeout())
+
+    @property
+    def size(self) -> int:
+        return self.stat.st_size
+
+    def reader(self, pos: int = 0) -> PinnedReader:
+        return PinnedReader(self.fd, self.calls, pos)
+
+    def differs_from(self, size: int | None, mtime: float | None) -> bool:
+        """Whether the open file is not the one a listing saw (``size``, ``mtime``)."""
+        if size is None or mtime is None:
+            return False
+        return self.stat.st_size != size or self.stat.st_mtime != mtime
+
+    def changed(self) -> bool:
+        """Whether the file was written to since it was opened (its size or mtime moved)."""
+        now = os.fstat(self.fd)
+        return (now.st_size, now.st_mtime_ns) != (self.stat.st_size, self.stat.st_mtime_ns)
+
+    def close(self) -> None:
+        self.calls.close()
+        os.close(self.fd)
+
+    def __enter__(self) -> LocalTrace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_symlink(path: str, exc: OSError) -> bool:
+    # O_NOFOLLOW on a symbolic link fails with ELOOP (EMLINK on FreeBSD).
+    import errno
+
+    if exc.errno not in (errno.ELOOP, getattr(errno, "EMLINK", errno.ELOOP)):
+        return False
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
