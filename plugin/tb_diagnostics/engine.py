@@ -35,7 +35,8 @@ def open_model(f: SpanFile, cache: TraceCache | None = None) -> TraceModel:
         model = cache.get_model(f)
         if model is not None:
             return model
-    model = load_trace(f.url, display_path=f.relpath)
+    # The listing's size and mtime: a file replaced since is reported, not cached under them.
+    model = load_trace(f.url, display_path=f.relpath, expect=(f.size, f.mtime))
     if cache is not None:
         with contextlib.suppress(OSError):  # a full or read-only cache must not fail analysis
             cache.put_model(f, model)
