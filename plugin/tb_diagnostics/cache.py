@@ -30,6 +30,7 @@ import msgspec
 import numpy as np
 
 from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.output import decode_json, encode_json
 from tb_diagnostics.trace.model import Lane, MemoryEvents, TraceMeta, TraceModel
 
 DEFAULT_MAX_BYTES = 4 << 30
@@ -62,7 +63,8 @@ except ImportError:  # pragma: no cover - other Python implementations
 
 def digest(text: str, size: int) -> str:
     """A hex digest of ``text``, ``size`` characters long (a key, not a secret)."""
-    return blake2b(text.encode(), digest_size=size // 2).hexdigest()
+    # surrogateescape: a file name that is not UTF-8 keys by its bytes, as it is listed.
+    return blake2b(text.encode("utf-8", "surrogateescape"), digest_size=size // 2).hexdigest()
 
 
 def _results_head(body: bytes) -> bytes:
@@ -119,7 +121,7 @@ class TraceCache:
     def _read_model(self, d: Path, f: SpanFile) -> TraceModel | None:
         """The entry's model, or None when it is not exactly what put_model wrote (the
         zip members' CRCs catch damaged bytes; the checks below, edited or partial files)."""
-        meta = msgspec.json.decode((d / "model.json").read_bytes())
+        meta = decode_json((d / "model.json").read_bytes())
         if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
             return None
         with np.load(d / "model.npz", allow_pickle=False) as z:
@@ -168,7 +170,7 @@ class TraceCache:
         def write(tmp: Path) -> None:
             with open(tmp / "model.npz", "wb") as fh:
                 np.savez(fh, **arrays)
-            (tmp / "model.json").write_bytes(msgspec.json.encode(meta))
+            (tmp / "model.json").write_bytes(encode_json(meta))
 
         self._publish(d, write)
 
@@ -188,7 +190,7 @@ class TraceCache:
         data = None
         if ok:
             try:
-                data = msgspec.json.decode(body)
+                data = decode_json(body)
             except msgspec.DecodeError:
                 ok = False
         if not ok or not isinstance(data, dict):
@@ -203,7 +205,8 @@ class TraceCache:
         if d is None:
             return
         d.mkdir(parents=True, exist_ok=True)
-        body = msgspec.json.encode(results)
+        # encode_json: names that are not UTF-8 stay exact (msgspec alone refuses them).
+        body = encode_json(results)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".results-", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(_results_head(body) + b"\n" + body)

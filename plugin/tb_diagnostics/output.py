@@ -16,6 +16,7 @@ them back with surrogate escapes.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Any
@@ -38,6 +39,26 @@ def encode_json(payload: Any, indent: int | None = None) -> bytes:
     except UnicodeEncodeError:
         return _encode_with_surrogates(payload, indent)
     return body if indent is None else msgspec.json.format(body, indent=indent)
+
+
+def decode_json(body: bytes) -> Any:
+    """JSON as :func:`encode_json` writes it: msgspec's decoder, or the standard library's
+    where a lone ``\\udcXX`` escape makes msgspec refuse. Raises ``msgspec.DecodeError``
+    on anything that is not JSON, as msgspec does."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        if b"\\ud" not in body.lower():
+            raise
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise msgspec.DecodeError(f"JSON is malformed: {exc}") from None
+
+
+def _no_constant(name: str) -> Any:
+    # msgspec refuses NaN and Infinity literals: so does the fallback.
+    raise ValueError(f"{name} is not JSON")
 
 
 def json_text(payload: Any) -> str:
