@@ -79,7 +79,8 @@ class DataProvider:
     def runs(self) -> dict[str, Any]:
         """The run → worker → span tree, the log dir's status and known load errors."""
         out: dict[str, Any] = {"logdir": self.logdir, "status": "ok", "message": None,
-                               "runs": [], "errors": [], "loading": self.loader.progress()}
+                               "runs": [], "errors": [], "loading": self.loader.progress(),
+                               "notes": []}
         if self._scan is None:
             out.update(status="no_logdir", message=self.problem)
             return out
@@ -91,6 +92,7 @@ class DataProvider:
             out.update(status="error", message=result.error)
             return out
         tree = result.logdir
+        out["notes"] = tree.notes if tree else []  # e.g. symbolic links not followed
         if not tree or not tree.runs:
             out.update(status="empty",
                        message=f"no PyTorch profiler traces (*.pt.trace.json[.gz]) under "
