@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from tb_diagnostics.errors import LogDirError
-from tb_diagnostics.storage import ScanError, find_files
+from tb_diagnostics.storage import ScanError, list_files
 
 TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<ts>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 ROOT_RUN = "."
@@ -55,13 +55,31 @@ class Run:
         return [s for w in self.workers for s in w.spans]
 
 
+#: How many skipped links a note names before it only counts the rest.
+_NAMED_LINKS = 5
+
+
 @dataclass
 class LogDir:
     logdir: str  # as the user gave it
     runs: list[Run]
+    #: Symbolic links the scan did not follow (trace names, or links to directories),
+    #: relative to the log dir: said in :attr:`notes`, never silently dropped.
+    links: list[str] = field(default_factory=list)
 
     def run(self, name: str) -> Run | None:
         return next((r for r in self.runs if r.name == name), None)
+
+    @property
+    def notes(self) -> list[str]:
+        """Log-dir-level notes, one line each (the report and the tab show them)."""
+        if not self.links:
+            return []
+        n = len(self.links)
+        named = ", ".join(self.links[:_NAMED_LINKS])
+        more = f" and {n - _NAMED_LINKS} more" if n > _NAMED_LINKS else ""
+        return [f"{n} symbolic link{'s' if n > 1 else ''} not followed (a log dir is read "
+                f"without leaving it): {named}{more}"]
 
     @property
     def files(self) -> list[SpanFile]:
@@ -86,12 +104,13 @@ def scan_logdir(logdir: str) -> LogDir:
     Raises :class:`LogDirError` when ``logdir`` does not exist or is not a directory.
     """
     try:
-        found = find_files(logdir)
+        # Only names like traces are stat'ed: other files beside them cost nothing.
+        found = list_files(logdir, wanted=lambda name: TRACE_FILE.match(name) is not None)
     except ScanError as exc:
         raise LogDirError(f"{logdir}: {exc}") from None
 
     runs: dict[str, dict[str, list[SpanFile]]] = {}
-    for f in found:
+    for f in found.files:
         parsed = parse_trace_name(posixpath.basename(f.relpath))
         if parsed is None:
             continue
@@ -106,7 +125,7 @@ def scan_logdir(logdir: str) -> LogDir:
         workers = [Worker(name=w, spans=_distinct(sorted(spans, key=lambda s: s.order_key)))
                    for w, spans in sorted(runs[run_name].items())]
         out.append(Run(name=run_name, workers=workers))
-    return LogDir(logdir=logdir, runs=out)
+    return LogDir(logdir=logdir, runs=out, links=found.links)
 
 
 def _distinct(spans: list[SpanFile]) -> list[SpanFile]:

@@ -140,6 +140,7 @@ def build_document(logdir: LogDir, run: str | None = None,
     return {
         "schema": SCHEMA_VERSION,
         "logdir": logdir.logdir,
+        "notes": logdir.notes,  # log-dir-level, e.g. symbolic links not followed
         "runs": [
             add_run_analysis({
                 "run": r.name,

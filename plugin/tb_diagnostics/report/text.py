@@ -194,6 +194,7 @@ def render_text(doc: dict[str, Any]) -> str:
     out: list[str] = []
     if not doc["runs"]:
         out.append(f"No PyTorch profiler traces (*.pt.trace.json[.gz]) under {doc['logdir']}.")
+    out.extend(f"note: {note}" for note in doc.get("notes", ()))
     for run, worker, span in _spans(doc):
         out.append(f"run {run} · worker {worker} · span {span['span']} ({_device(span)})")
         out.append(f"  file: {span['file']}")
@@ -328,6 +329,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     out = ["# tb-diagnostics report", ""]
     if not doc["runs"]:
         out.append(f"No PyTorch profiler traces under {md_code(doc['logdir'])}.")
+    out.extend(f"> **Note:** {md(note)}\n" for note in doc.get("notes", ()))
     for run, worker, span in _spans(doc):
         out.append(f"## {md_code(run)} · {md_code(worker)} · span {md_code(span['span'])}")
         out.append("")
