@@ -51,7 +51,8 @@ class StepWindow:
 
 @dataclass(frozen=True)
 class HostSteps:
-    """The ProfilerStep#N events of a trace, one per step number, in time order.
+    """The ProfilerStep#N events of a trace that are steps, in time order (see
+    :func:`_distinct_steps`; a number may repeat).
 
     Inferred steps (``inferred_from`` set) have no step event: ``rows`` are the main
     thread's first call of each iteration, and the host windows are the iterations'.
@@ -62,6 +63,7 @@ class HostSteps:
     host_start: np.ndarray
     host_end: np.ndarray
     inferred_from: str | None = None  # what the iterations were inferred from, in words
+    notes: tuple[str, ...] = ()  # step events left out or kept apart, in words
 
     @property
     def inferred(self) -> bool:
@@ -127,11 +129,7 @@ def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
     rows = rows[model.kind[rows] != Kind.PYTHON]
     numbers = np.asarray([int(STEP_NAME.match(model.name_of(r)).group(1)) for r in rows],
                          dtype=np.int64)
-    # A step recorded twice (e.g. on two threads) counts once: the earliest.
-    _, first = np.unique(numbers, return_index=True)
-    rows, numbers = rows[first], numbers[first]
-    order = np.argsort(model.start[rows], kind="stable")
-    rows, numbers = rows[order], numbers[order]
+    rows, numbers, notes = _distinct_steps(model, rows, numbers)
     if not rows.size and infer:
         from tb_diagnostics.analysis.iterations import infer_iterations
 
@@ -141,7 +139,63 @@ def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
                              host_start=it.host_start, host_end=it.host_end,
                              inferred_from=it.source)
     return HostSteps(rows=rows, numbers=numbers, host_start=model.start[rows],
-                     host_end=model.end[rows])
+                     host_end=model.end[rows], notes=tuple(notes))
+
+
+#: Repeated step numbers named one by one in the note; the rest are counted.
+_NAMED_REPEATS = 3
+
+
+def _distinct_steps(model: TraceModel, rows: np.ndarray, numbers: np.ndarray,
+                    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The step events that are steps, in time order, and the notes on the others.
+
+    The profiler closes ``ProfilerStep#N`` where it opens N+1, so the steps of a trace
+    follow one another. A step event that starts inside an earlier one is therefore not a
+    step of its own: with the same number it is that step recorded twice (on a second
+    thread, say) and counts once; with another number it is nested in it, and is left out
+    rather than cutting the enclosing step short. Events that merely share a number and
+    follow one another are steps each, in time order (two profiles in one file).
+    """
+    notes: list[str] = []
+    n = rows.shape[0]
+    if n > 1:  # rows are in time order, and on equal starts the longer first
+        start, end = model.start[rows], model.end[rows]
+        reach = np.maximum.accumulate(end)  # the latest end of the steps up to each one
+        holder = np.maximum.accumulate(np.where(end >= reach, np.arange(n), 0))
+        inside = np.zeros(n, dtype=bool)
+        inside[1:] = start[1:] < reach[:-1]
+        enclosing = np.zeros(n, dtype=np.int64)
+        enclosing[1:] = holder[:-1]
+        same = numbers == numbers[enclosing]
+        twice = inside & same
+        nested = inside & ~same & (end <= np.concatenate(([np.inf], reach[:-1])))
+        if twice.any():
+            notes.append(f"{int(twice.sum())} ProfilerStep# event(s) recorded twice (the "
+                         "same number, overlapping in time, e.g. on two threads): counted once")
+        if nested.any():
+            notes.append(f"{int(nested.sum())} ProfilerStep# event(s) inside another step: "
+                         "not steps, and the enclosing step keeps its length")
+        keep = ~(twice | nested)
+        rows, numbers = rows[keep], numbers[keep]
+    if rows.shape[0] > 1:
+        values, counts = np.unique(numbers, return_counts=True)
+        repeated = counts > 1
+        if repeated.any():
+            notes.append(_repeats_note(values[repeated].tolist(), counts[repeated].tolist()))
+    return rows, numbers, notes
+
+
+def _repeats_note(values: list[int], counts: list[int]) -> str:
+    if len(values) == 1:
+        return (f"{counts[0]} ProfilerStep#{values[0]} events: kept apart by time, each "
+                "its own step")
+    named = ", ".join(f"#{v} ×{c}" for v, c in zip(values[:_NAMED_REPEATS],
+                                                   counts[:_NAMED_REPEATS], strict=True))
+    more = len(values) - _NAMED_REPEATS
+    rest = f" and {more} more number(s)" if more > 0 else ""
+    return (f"{sum(counts)} ProfilerStep# events share {len(values)} numbers ({named}{rest}): "
+            "kept apart by time, each its own step")
 
 
 def device_partition(host_start: np.ndarray, host_end: np.ndarray,

@@ -105,6 +105,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
     elif analysis.host_steps.inferred:
         doc["notes"].append(analysis.host_steps.note)
+    doc["notes"].extend(analysis.host_steps.notes)  # step events left out or kept apart
     if analysis.cpu_only:
         doc["notes"].append(
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
