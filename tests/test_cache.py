@@ -11,7 +11,7 @@ import pytest
 
 from conftest import TraceBuilder, tree_digest
 from tb_diagnostics import engine
-from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.cache import TMP_PREFIX, TraceCache
 from tb_diagnostics.logdir import scan_logdir
 from tb_diagnostics.report import build_document
 from tb_diagnostics.trace.model import MemoryEvents, TraceModel
@@ -115,7 +115,7 @@ def test_concurrent_writers_share_one_entry(tmp_path, cache):
     assert errors == []
     assert len(cache.entries()) == 1
     assert cache.get_model(f) is not None
-    assert not [p for p in cache.root.iterdir() if p.name.startswith(".tmp-")]
+    assert not [p for p in cache.store.iterdir() if p.name.startswith(TMP_PREFIX)]
 
 
 def test_the_cache_is_bounded_least_recently_used_first(tmp_path):

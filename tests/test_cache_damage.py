@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from test_cache import write_run
 
+from tb_diagnostics import cache as cache_module
 from tb_diagnostics import engine
-from tb_diagnostics.cache import STALE_TMP_S, TraceCache
+from tb_diagnostics.cache import STALE_TMP_S, TMP_PREFIX, TraceCache
 
 
 @pytest.fixture
@@ -83,19 +84,20 @@ def test_a_damaged_or_edited_results_file_is_never_served(cached, damage):
     assert msgspec.json.decode(p.read_bytes().partition(b"\n")[2]) == doc
 
 
-def test_what_a_killed_writer_left_is_swept(cached):
+def test_what_a_killed_writer_left_is_swept(cached, monkeypatch):
     f, cache, d, _ = cached
-    stale = cache.root / ".tmp-killed"
+    stale = cache.store / f"{TMP_PREFIX}killed.tmp"
     stale.mkdir()
     (stale / "model.npz").write_bytes(b"half")
-    young = cache.root / ".tmp-writing"
+    young = cache.store / f"{TMP_PREFIX}writing.tmp"
     young.mkdir()
     old = time.time() - STALE_TMP_S - 10
     os.utime(stale, (old, old))
-    leftover = d / ".results-x.tmp"
+    leftover = d / f"{TMP_PREFIX}results.tmp"
     leftover.write_bytes(b"{")
     os.utime(leftover, (old, old))
     engine.span_summary(f, cache=cache, thresholds=None)  # a hit: nothing written
-    cache.put_results(f, "other", {"steps": []})  # any write sweeps
+    monkeypatch.setattr(cache_module, "MIN_WRITES_PER_SCAN", 1)
+    cache.put_results(f, "other", {"steps": []})  # a write that is due to rescan sweeps
     assert not stale.exists() and not leftover.exists()
     assert young.exists()  # a live writer's directory is left alone

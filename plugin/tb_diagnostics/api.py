@@ -224,16 +224,17 @@ def _thresholds(given: Thresholds | Mapping[str, float] | None) -> Thresholds | 
     return Thresholds(**dict(given))
 
 
-def _cache(given: bool | str | os.PathLike[str] | TraceCache | None) -> TraceCache | None:
-    from tb_diagnostics.cache import TraceCache
+def _cache(given: bool | str | os.PathLike[str] | TraceCache | None,
+           logdir: str) -> TraceCache | None:
+    """The cache asked for; raises CacheLocationError when it lies inside ``logdir``."""
+    from tb_diagnostics.cache import TraceCache, cache_for_logdir
 
     if given is None or given is False:
         return None
-    if given is True:
-        return TraceCache()
     if isinstance(given, TraceCache):
+        cache_for_logdir(logdir, given.root)
         return given
-    return TraceCache(os.fspath(given))
+    return cache_for_logdir(logdir, None if given is True else os.fspath(given))
 
 
 def _is_file(path: str) -> bool:
@@ -304,19 +305,22 @@ def analyze(path: str | os.PathLike[str], run: str | None = None, *,
     script that asks for ``workers=N`` calls this under ``if __name__ == "__main__":``.
 
     Raises :class:`~tb_diagnostics.errors.LogDirError` when the path cannot be listed or
-    holds no such run; a trace that cannot be read is that span's ``errors`` entry.
+    holds no such run, :class:`~tb_diagnostics.cache.CacheLocationError` when the cache
+    lies inside it; a trace that cannot be read is that span's ``errors`` entry.
     """
     from tb_diagnostics.executors import open_executor
     from tb_diagnostics.logdir import scan_logdir
     from tb_diagnostics.report import build_document
 
     text = os.fspath(path)
-    logdir = _single_file(text) if _is_file(text) else scan_logdir(text)
+    one_file = _is_file(text)
+    logdir = _single_file(text) if one_file else scan_logdir(text)
     if run is not None and logdir.run(run) is None:
         known = ", ".join(r.name for r in logdir.runs) or "none"
         raise LogDirError(f"no run {run!r} in {text} (runs: {known})")
     th = _thresholds(thresholds)
-    tc = _cache(cache)
+    # A single file's log dir is the directory that holds it.
+    tc = _cache(cache, os.path.dirname(text) if one_file else text)
     if workers is None and executor is None and _main_is_a_script():
         workers = 1  # an unguarded script would be re-run by every spawned worker
     with contextlib.ExitStack() as stack:

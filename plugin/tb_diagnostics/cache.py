@@ -1,27 +1,59 @@
 """A persistent cache of built models and analysis results, outside the log dir.
 
-The second open of a trace should not parse it again. Entries live under the
-user's cache directory (``$TB_DIAGNOSTICS_CACHE``, else
-``$XDG_CACHE_HOME/tb-diagnostics``, else ``~/.cache/tb-diagnostics``), keyed by
-the file's URL, size and mtime and by a fingerprint of this package's code, so
-a rewritten trace or an upgraded tool never reads a stale entry.
+The second open of a trace should not parse it again. The cache root is
+``$TB_DIAGNOSTICS_CACHE``, else ``$XDG_CACHE_HOME/tb-diagnostics``, else
+``~/.cache/tb-diagnostics``; entries are keyed by the file's URL, size and mtime
+and by a fingerprint of this package's code, so a rewritten trace or an upgraded
+tool never reads a stale entry.
+
+**The cache owns only what it wrote.** The root may be a shared directory full
+of other data, so everything lives in one directory of its own,
+``<root>/tb-diagnostics-cache-v<N>/`` (:data:`STORE_NAME`), marked by a
+``CACHEDIR.TAG`` (the Cache Directory Tagging convention, which backup tools
+honour) that it writes when it creates the directory. Eviction, the sweep of a
+killed writer's temporaries and the size accounting look only at names the cache
+itself makes there (entries: 32 hex digits; temporaries: :data:`TMP_PREFIX` …
+``.tmp``); nothing else under the root is ever listed, sized or deleted, and a
+store directory without the marker is neither written nor evicted from (the
+cache is off, with one warning). Entries of earlier layouts, directly in the
+root, are not read and are left alone. A cache root inside a local log dir is
+refused (:func:`cache_for_logdir`): nothing is ever written into a log dir.
 
 An entry is a directory: ``model.npz`` (the columns, uncompressed so it loads
 at disk speed), ``model.json`` (strings, lanes, metadata) and one
-``results-<variant>.json`` per threshold setting. Entries are written into a
-temporary directory and renamed into place, so two processes sharing the cache
-never see half an entry; the total size is bounded, least recently used first
-out.
+``results-<variant>.json`` per threshold setting. Every write goes to a
+temporary name and is renamed into place, so two processes sharing the cache
+never see half an entry; a write that fails removes its temporary, and on a
+full disk (ENOSPC, EDQUOT, EFBIG) writes are off for the rest of the process,
+with one warning.
+
+**Bookkeeping is O(1) amortized per write.** The total size is bounded, least
+recently used first out, but sizing the cache means listing every entry, so it
+is not done per write. Each process keeps running books per store (module
+level: the pool's jobs each build a :class:`TraceCache`, but a worker process
+lives on): bytes and writes since its last scan. It rescans (sizes, sweeps and
+evicts) only when its own writes since then pass :data:`HEADROOM` of the bound,
+or their count passes the number of entries the last scan saw (at least
+:data:`MIN_WRITES_PER_SCAN`); each scan evicts down to ``1 - HEADROOM`` of the
+bound. So a scan of E entries comes after at least ~E/10 writes, and P processes
+writing at once exceed the bound by at most P headrooms (plus one entry each).
+A shared on-disk index would be exact across processes, but it needs a lock
+and is one more file to corrupt; the directory itself stays the only truth.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import re
 import shutil
 import tempfile
+import threading
 import time
-from dataclasses import fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,18 +63,40 @@ import numpy as np
 
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.output import decode_json, encode_json
+from tb_diagnostics.storage import is_local, local_path
 from tb_diagnostics.trace.model import Lane, MemoryEvents, TraceMeta, TraceModel
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 4 << 30
 #: Bumped whenever an entry's layout changes (with the code fingerprint, which changes
 #: with any code, it keeps entries of another layout from ever being read).
-CACHE_FORMAT = 2
-#: Temporary files of a writer killed mid-write are swept once they are this old.
+CACHE_FORMAT = 3
+#: The cache's own directory inside the root: the only place it writes or deletes.
+STORE_NAME = f"tb-diagnostics-cache-v{CACHE_FORMAT}"
+MARKER_NAME = "CACHEDIR.TAG"
+MARKER_TEXT = (b"Signature: 8a477f597d28d172789f06886806bc55\n"
+               b"# This directory is a cache of parsed traces written by tb-diagnostics.\n"
+               b"# Its entries may be deleted at any time; see https://bford.info/cachedir/\n")
+#: Every temporary the cache makes (directories in the store, files in an entry).
+TMP_PREFIX = ".tbd-"
+_TMP_SUFFIX = ".tmp"
+_ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
+#: Temporaries of a writer killed mid-write are swept once they are this old.
 STALE_TMP_S = 3600.0
+#: The share of the bound one process may write between two scans (see the docstring).
+HEADROOM = 0.1
+MIN_WRITES_PER_SCAN = 64
+#: A full disk or quota: writing again would only fail again.
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _ARRAY_FIELDS = [f.name for f in fields(TraceModel)
                  if f.name not in ("path", "strings", "lanes", "memory", "meta", "origin_us",
                                    "warnings")]
 _MEMORY_FIELDS = [f.name for f in fields(MemoryEvents)]
+
+
+class CacheLocationError(ValueError):
+    """The cache root lies inside the log dir it would cache (one line, naming both)."""
 
 
 def default_cache_dir() -> Path:
@@ -62,8 +116,8 @@ except ImportError:  # pragma: no cover - other Python implementations
 
 
 def digest(text: str, size: int) -> str:
-    """A hex digest of ``text``, ``size`` characters long (a key, not a secret)."""
-    # surrogateescape: a file name that is not UTF-8 keys by its bytes, as it is listed.
+    """A hex digest of ``text``, ``size`` characters long (a key, not a secret). File names
+    that are not UTF-8 reach here with surrogate escapes: they hash as their bytes."""
     return blake2b(text.encode("utf-8", "surrogateescape"), digest_size=size // 2).hexdigest()
 
 
@@ -84,6 +138,47 @@ def code_fingerprint() -> str:
     return digest("\n".join(parts), 16)
 
 
+def cache_for_logdir(logdir: str | os.PathLike[str] | None,
+                     root: Path | str | None = None,
+                     max_bytes: int = DEFAULT_MAX_BYTES) -> TraceCache:
+    """The cache for analysing ``logdir``; raises :class:`CacheLocationError` when its root
+    is the log dir or inside it (symlinks and ``..`` resolved), or when the log dir lies
+    inside the cache's own directory. URLs cannot hold a local cache: not checked."""
+    tc = TraceCache(root, max_bytes)
+    if logdir is None or not is_local(os.fspath(logdir)):
+        return tc
+    text = local_path(os.fspath(logdir))
+    ld = Path(text).expanduser().resolve()
+    where = tc.root.expanduser().resolve()
+    if where == ld or where.is_relative_to(ld):
+        raise CacheLocationError(
+            f"the cache directory {tc.root} is inside the log dir {text}, where nothing may "
+            "be written: set TB_DIAGNOSTICS_CACHE to a directory outside it")
+    if ld.is_relative_to(where / STORE_NAME):
+        raise CacheLocationError(f"the log dir {text} is inside the cache directory "
+                                 f"{where / STORE_NAME}, whose entries are evicted")
+    return tc
+
+
+@dataclass
+class _Books:
+    """One process's view of one store (see the module docstring)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    owned: bool | None = None  # the marker was found or written; None: not looked yet
+    off: bool = False  # a full disk: no more writes in this process
+    warned: bool = False
+    scanning: bool = False
+    bytes_since: int = 0
+    writes_since: int = 0
+    budget: int | None = None  # bytes until the next scan; None: not scanned yet
+    entries_seen: int = 0
+
+
+_BOOKS: dict[str, _Books] = {}
+_BOOKS_LOCK = threading.Lock()
+
+
 class TraceCache:
     """Built models and results on disk; every method is safe to call concurrently."""
 
@@ -91,6 +186,17 @@ class TraceCache:
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
         self.max_bytes = max_bytes
+        self.store = self.root / STORE_NAME
+
+    @staticmethod
+    def for_logdir_or_none(logdir: str | None) -> TraceCache | None:
+        """The default cache for ``logdir``, or None (with one warning) when it would lie
+        inside it: the tab then runs without a cache rather than write into the log dir."""
+        try:
+            return cache_for_logdir(logdir)
+        except CacheLocationError as exc:
+            _log.warning("tb-diagnostics: %s; running without the cache", exc)
+            return None
 
     # ---- keys --------------------------------------------------------------
     def entry(self, f: SpanFile) -> Path | None:
@@ -98,12 +204,18 @@ class TraceCache:
         if f.size is None or f.mtime is None:
             return None
         raw = f"{code_fingerprint()}|{f.url}|{f.size}|{f.mtime!r}"
-        return self.root / digest(raw, 32)
+        return self.store / digest(raw, 32)
+
+    @property
+    def _books(self) -> _Books:
+        key = os.path.abspath(self.store)
+        with _BOOKS_LOCK:
+            return _BOOKS.setdefault(key, _Books())
 
     # ---- models --------------------------------------------------------------
     def get_model(self, f: SpanFile) -> TraceModel | None:
         d = self.entry(f)
-        if d is None or not (d / "model.json").is_file():
+        if d is None or self._books.owned is False or not (d / "model.json").is_file():
             return None
         try:
             model = self._read_model(d, f)
@@ -147,7 +259,7 @@ class TraceCache:
 
     def put_model(self, f: SpanFile, model: TraceModel) -> None:
         d = self.entry(f)
-        if d is None:
+        if d is None or not self._writable():
             return
         meta = {
             "format": CACHE_FORMAT,
@@ -172,12 +284,12 @@ class TraceCache:
                 np.savez(fh, **arrays)
             (tmp / "model.json").write_bytes(encode_json(meta))
 
-        self._publish(d, write)
+        self._guarded(lambda: self._publish(d, write))
 
     # ---- results -------------------------------------------------------------
     def get_results(self, f: SpanFile, variant: str) -> Any | None:
         d = self.entry(f)
-        if d is None:
+        if d is None or self._books.owned is False:
             return None
         p = d / f"results-{variant}.json"
         try:
@@ -202,36 +314,130 @@ class TraceCache:
 
     def put_results(self, f: SpanFile, variant: str, results: Any) -> None:
         d = self.entry(f)
-        if d is None:
+        if d is None or not self._writable():
             return
-        d.mkdir(parents=True, exist_ok=True)
         # encode_json: names that are not UTF-8 stay exact (msgspec alone refuses them).
         body = encode_json(results)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".results-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_results_head(body) + b"\n" + body)
-        os.replace(tmp, d / f"results-{variant}.json")
-        self._evict()
+        data = _results_head(body) + b"\n" + body
+        name = f"results-{variant}.json"
+        if d.is_dir():
+            self._guarded(lambda: self._replace_file(d, name, data))
+        else:  # a new entry holding just these results: published whole, as models are
+            self._guarded(lambda: self._publish(d, lambda tmp: (tmp / name).write_bytes(data)))
 
-    # ---- housekeeping ---------------------------------------------------------
-    def _publish(self, d: Path, write) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".tmp-"))
+    # ---- writing ---------------------------------------------------------------
+    def _writable(self) -> bool:
+        """Whether this process may write: the store is ours and the disk was not full."""
+        b = self._books
+        if b.off or b.owned is False:
+            return False
+        if b.owned is None:
+            try:
+                b.owned = self._claim_store()
+            except OSError as exc:
+                if exc.errno in _FULL:
+                    self._turn_off(exc)
+                    return False
+                raise
+            if not b.owned:
+                self._warn_once(f"{self.store} exists but holds no {MARKER_NAME} of "
+                                "tb-diagnostics; it is not the cache's: caching is off")
+        return bool(b.owned)
+
+    def _claim_store(self) -> bool:
+        """Create the store with its marker, or find it marked; False when a directory of
+        that name is someone else's (unmarked and not empty)."""
+        self.store.mkdir(parents=True, exist_ok=True)
+        if self._marked():
+            return True
+        others = [n for n in os.listdir(self.store) if not _is_tmp(n)]
+        if MARKER_NAME in others:
+            return self._marked()  # another process has just written it
+        if others:
+            return False
+        # Written whole under a temporary name, then linked: a reader never sees half of it.
+        fd, tmp = tempfile.mkstemp(dir=self.store, prefix=TMP_PREFIX, suffix=_TMP_SUFFIX)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(MARKER_TEXT)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, self.store / MARKER_NAME)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return self._marked()
+
+    def _marked(self) -> bool:
+        try:
+            with open(self.store / MARKER_NAME, "rb") as fh:
+                return fh.read(len(MARKER_TEXT) + 1) == MARKER_TEXT
+        except OSError:
+            return False
+
+    def _guarded(self, write: Callable[[], int]) -> None:
+        """Run a write; on a full disk turn writing off for this process (one warning)."""
+        try:
+            written = write()
+        except OSError as exc:
+            if exc.errno not in _FULL:
+                raise
+            self._turn_off(exc)
+            return
+        self._account(written)
+
+    def _turn_off(self, exc: OSError) -> None:
+        self._books.off = True
+        self._warn_once(f"cannot write to the cache at {self.store} "
+                        f"({exc.strerror or exc}): caching is off for the rest of this run")
+
+    def _warn_once(self, message: str) -> None:
+        b = self._books
+        with b.lock:
+            if b.warned:
+                return
+            b.warned = True
+        _log.warning("tb-diagnostics: %s", message)
+
+    def _replace_file(self, d: Path, name: str, data: bytes) -> int:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=TMP_PREFIX, suffix=_TMP_SUFFIX)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, d / name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return len(data)
+
+    def _publish(self, d: Path, write: Callable[[Path], None]) -> int:
+        """Write an entry's files into a temporary directory, then rename it into place (or
+        add its files to the entry another process published meanwhile); the bytes added."""
+        tmp = Path(tempfile.mkdtemp(dir=self.store, prefix=TMP_PREFIX, suffix=_TMP_SUFFIX))
+        moved: list[Path] = []
         try:
             write(tmp)
-            if d.exists():
-                # Another process built the same entry meanwhile: keep its files,
-                # add ours where missing (results may already sit beside them).
-                # model.json last: readers take it as the mark of a complete model.
-                for p in sorted(tmp.iterdir(), key=lambda p: p.name == "model.json"):
-                    if not (d / p.name).exists():
-                        os.replace(p, d / p.name)
-            else:
-                with contextlib.suppress(OSError):  # lost a race: theirs is as good
-                    os.replace(tmp, d)
+            written = sum(p.stat().st_size for p in tmp.iterdir())
+            try:
+                os.rename(tmp, d)
+                return written
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+            # Another process built the same entry meanwhile: keep its files, add ours
+            # where missing. model.json last: readers take it as the mark of a model.
+            for p in sorted(tmp.iterdir(), key=lambda p: p.name == "model.json"):
+                if not (d / p.name).exists():
+                    os.replace(p, d / p.name)
+                    moved.append(d / p.name)
+            return written
+        except BaseException:
+            for p in moved:  # no half of a model left in someone else's entry
+                with contextlib.suppress(OSError):
+                    p.unlink()
+            raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self._evict()
 
     def _touch(self, d: Path) -> None:
         try:
@@ -240,46 +446,92 @@ class TraceCache:
         except OSError:
             pass
 
+    # ---- bookkeeping -----------------------------------------------------------
+    def _account(self, written: int) -> None:
+        """Add one write to this process's books; rescan when they say it is due."""
+        b = self._books
+        headroom = int(self.max_bytes * HEADROOM)
+        with b.lock:
+            b.bytes_since += written
+            b.writes_since += 1
+            budget = headroom if b.budget is None else b.budget
+            due = (b.bytes_since > budget
+                   or b.writes_since >= max(MIN_WRITES_PER_SCAN, b.entries_seen))
+            if not due or b.scanning:
+                return
+            b.scanning = True
+            b.bytes_since = b.writes_since = 0
+        try:
+            total, n = self.rescan()
+        finally:
+            with b.lock:
+                b.scanning = False
+        with b.lock:
+            b.entries_seen = n
+            b.budget = max(0, min(headroom, self.max_bytes - total))
+
     def entries(self) -> list[tuple[Path, int, float]]:
         """(entry, bytes, last use) of every complete entry."""
-        out = []
-        if not self.root.is_dir():
-            return out
-        for d in self.root.iterdir():
-            if d.name.startswith(".") or not d.is_dir():
-                continue
-            try:
-                size = sum(p.stat().st_size for p in d.iterdir())
-                out.append((d, size, d.stat().st_mtime))
-            except OSError:
-                continue
-        return out
+        return self._scan(sweep_before=None)
 
     def size(self) -> int:
         return sum(s for _, s, _ in self.entries())
 
-    def _sweep(self) -> None:
-        """Remove what a killed writer left: temporary directories and files older than
-        ``STALE_TMP_S`` (a live writer's are younger)."""
-        if not self.root.is_dir():
-            return
-        cutoff = time.time() - STALE_TMP_S
-        with contextlib.suppress(OSError):
-            for p in self.root.iterdir():
-                if p.name.startswith(".tmp-") and p.stat().st_mtime < cutoff:
-                    shutil.rmtree(p, ignore_errors=True)
-                elif p.is_dir() and not p.name.startswith("."):
-                    for q in p.glob(".results-*.tmp"):
-                        with contextlib.suppress(OSError):
-                            if q.stat().st_mtime < cutoff:
-                                q.unlink()
-
-    def _evict(self) -> None:
-        self._sweep()
-        entries = self.entries()
+    def rescan(self) -> tuple[int, int]:
+        """Size the store, sweep a killed writer's temporaries (older than
+        ``STALE_TMP_S``; a live writer's are younger) and evict least recently used entries
+        down to ``1 - HEADROOM`` of the bound once it is passed; (bytes, entries) left.
+        Does nothing to a store without the marker."""
+        if not self._marked():
+            return 0, 0
+        entries = self._scan(sweep_before=time.time() - STALE_TMP_S)
         total = sum(s for _, s, _ in entries)
-        for d, s, _ in sorted(entries, key=lambda e: e[2]):
-            if total <= self.max_bytes:
-                break
-            shutil.rmtree(d, ignore_errors=True)
-            total -= s
+        left = len(entries)
+        target = self.max_bytes * (1 - HEADROOM)
+        if total > target:
+            for d, s, _ in sorted(entries, key=lambda e: e[2]):
+                if total <= target:
+                    break
+                shutil.rmtree(d, ignore_errors=True)
+                total -= s
+                left -= 1
+        return total, left
+
+    def _scan(self, sweep_before: float | None) -> list[tuple[Path, int, float]]:
+        """The store's entries; with ``sweep_before``, its temporaries older than that go."""
+        out: list[tuple[Path, int, float]] = []
+        try:
+            listing = list(os.scandir(self.store))
+        except OSError:
+            return out
+        for e in listing:
+            try:
+                if _ENTRY_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
+                    size = _entry_size(Path(e.path), sweep_before)
+                    out.append((Path(e.path), size, e.stat(follow_symlinks=False).st_mtime))
+                elif (sweep_before is not None and _is_tmp(e.name)
+                      and e.stat(follow_symlinks=False).st_mtime < sweep_before):
+                    if e.is_dir(follow_symlinks=False):
+                        shutil.rmtree(e.path, ignore_errors=True)
+                    else:
+                        os.unlink(e.path)
+            except OSError:
+                continue  # evicted or swept by another process meanwhile
+        return out
+
+
+def _is_tmp(name: str) -> bool:
+    return name.startswith(TMP_PREFIX) and name.endswith(_TMP_SUFFIX)
+
+
+def _entry_size(d: Path, sweep_before: float | None) -> int:
+    size = 0
+    with os.scandir(d) as it:
+        for e in it:
+            st = e.stat(follow_symlinks=False)
+            if sweep_before is not None and _is_tmp(e.name) and st.st_mtime < sweep_before:
+                with contextlib.suppress(OSError):
+                    os.unlink(e.path)
+                continue
+            size += st.st_size
+    return size

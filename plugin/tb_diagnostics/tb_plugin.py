@@ -89,7 +89,7 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
         # Parsed traces are cached outside the log dir (TB_DIAGNOSTICS_CACHE,
         # default ~/.cache/tb-diagnostics), shared with the CLI; nothing is
         # ever written into the log dir.
-        self.provider = DataProvider(logdir, problem, cache=TraceCache())
+        self.provider = DataProvider(logdir, problem, cache=TraceCache.for_logdir_or_none(logdir))
 
     def get_plugin_apps(self) -> dict[str, Any]:
         apps = {

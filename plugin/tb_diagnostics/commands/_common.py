@@ -10,7 +10,7 @@ from typing import Any
 
 from tb_diagnostics.analysis.cost.peaks import PEAKS_ENV, PeaksFileError, load_overrides
 from tb_diagnostics.analysis.verdict import COMPUTE_BOUND, CPU_HEAVY_SELF_US, LOW_BUSY, Thresholds
-from tb_diagnostics.cache import TraceCache
+from tb_diagnostics.cache import CacheLocationError, TraceCache, cache_for_logdir
 from tb_diagnostics.engine import MAX_WORKERS
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.executors import ExecutorError, open_executor
@@ -93,6 +93,17 @@ def open_logdir(logdir: str, run: str | None = None) -> LogDir:
     return ld
 
 
+def open_cache(args: argparse.Namespace, logdir: str) -> TraceCache | None:
+    """The cache for analysing ``logdir``, None with ``--no-cache``; a cache directory inside
+    the log dir is refused (nothing is ever written there)."""
+    if args.no_cache:
+        return None
+    try:
+        return cache_for_logdir(logdir)
+    except CacheLocationError as exc:
+        raise CommandError(f"{exc} (or use --no-cache)") from None
+
+
 def progress_printer():
     """A one-line progress display on a terminal; silent when stderr is a file or a pipe."""
     if not sys.stderr.isatty():
@@ -147,7 +158,7 @@ def analyse(args: argparse.Namespace, logdir: str | None = None,
     use_peaks_file(getattr(args, "peaks", None))
     thresholds = thresholds_from(args)
     ld = open_logdir(logdir or args.logdir, run)
-    cache = None if args.no_cache else TraceCache()
+    cache = open_cache(args, logdir or args.logdir)
     try:
         with open_executor(getattr(args, "executor", None)) as executor:
             return build_document(ld, run=run, thresholds=thresholds, cache=cache,

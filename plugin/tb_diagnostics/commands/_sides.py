@@ -8,8 +8,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from tb_diagnostics.cache import TraceCache
-from tb_diagnostics.commands._common import CommandError, analyse, open_logdir, thresholds_from
+from tb_diagnostics.commands._common import (
+    CommandError,
+    analyse,
+    open_cache,
+    open_logdir,
+    thresholds_from,
+)
 from tb_diagnostics.report.compare import compare_runs
 
 
@@ -85,9 +90,9 @@ def compare_sides(args: argparse.Namespace, base: Side, cand: Side,
     if with_times and base.logdir is not None:
         from tb_diagnostics.report.optimes import run_times
 
-        cache = None if args.no_cache else TraceCache()
         th = thresholds_from(args)
-        times = [run_times(open_logdir(s.logdir), s.run, th, cache)  # type: ignore[arg-type]
+        times = [run_times(open_logdir(s.logdir), s.run, th,  # type: ignore[arg-type]
+                           open_cache(args, s.logdir))  # type: ignore[arg-type]
                  for s in (base, cand)]
     doc = compare_runs(base.run, cand.run, baseline_logdir=base.logdir or base.source,
                        candidate_logdir=cand.logdir, baseline_times=times[0],

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.commands import Command
 from tb_diagnostics.commands._common import (
     add_logdir_arguments,
     analyse,
+    open_cache,
     open_logdir,
     thresholds_from,
     write_output,
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         text = render_markdown(doc)
     else:
-        cache = None if args.no_cache else TraceCache()
+        cache = open_cache(args, args.logdir)
         chains = dispatch_chains(open_logdir(args.logdir), doc, thresholds_from(args), cache)
         text = render_html(doc, chains)
     write_output(text, args.output)
