@@ -175,6 +175,31 @@ def test_stuck_loads_do_not_hold_the_loaders_a_good_run_needs():
         loader.shutdown()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_file_swapped_for_a_fifo_after_the_scan_is_an_error_and_holds_nothing(tmp_path):
+    log = tmp_path / "log"
+    for run in ("fifo", "good"):
+        write_trace(log / run / "w.1.pt.trace.json")
+    write_trace(log / "fifo" / "v.1.pt.trace.json")
+    provider = DataProvider(str(log), scan_max_age_s=60.0)
+    try:
+        assert [r["run"] for r in provider.runs()["runs"]] == ["fifo", "good"]
+        path = log / "fifo" / "w.1.pt.trace.json"
+        path.unlink()
+        os.mkfifo(path)  # nobody ever writes to it: a read would wait for ever
+        body = ready(provider, "fifo", "w", "1", timeout=10)
+        assert body["status"] == "error" and "FIFO" in body["error"]
+        assert ready(provider, "good", "w", "1", timeout=10)["status"] == "ready"
+        deadline = time.monotonic() + 10
+        while (answer := provider.run("fifo"))[0] == 202:  # the run of what can be read
+            assert time.monotonic() < deadline, "the run with a FIFO never became ready"
+            time.sleep(0.02)
+        assert [r["worker"] for r in answer[1]["ranks"]] == ["v"]
+        assert provider.progress()["loading"] == []
+    finally:
+        provider.shutdown()
+
+
 # ---- case 6: runs of more than 512 spans ---------------------------------------------------
 def test_a_run_of_600_spans_becomes_ready_and_loads_each_span_once(tmp_path):
     log = tmp_path / "log"

@@ -1,12 +1,14 @@
 """Lazy, shared, bounded loading of spans.
 
-A span is loaded the first time the tab asks for it, on a small thread pool,
-so TensorBoard's request threads never parse a 100 MB trace; the tab shows
-the progress meanwhile. Concurrent requests for one file share one load (one
-future per key). Loaded analyses live in an LRU bounded by count and by an
-estimate of their memory; a span's summary is small and outlives its
-analysis, so the step table stays instant after an eviction and only the
-per-step detail reloads.
+A span is loaded the first time the tab asks for it, on a few daemon threads
+(:mod:`~tb_diagnostics.server.pool`: a load stuck in a read holds neither TensorBoard's
+exit nor, past ``STALLED_SMALL_LOAD_S``, the next load), so TensorBoard's request threads
+never parse a 100 MB trace; the tab shows the progress meanwhile. Concurrent requests
+for one file share one load (one future per key). Loaded analyses live in an LRU bounded
+by count and by an estimate of their memory; a span's summary is small and outlives its
+analysis, so the step table stays instant after an eviction and only the per-step detail
+reloads. Summaries are bounded by count, a bound the provider grows with the log dir's
+listed files (:meth:`SpanLoader.hold_summaries`).
 
 Files of ``BIG_FILE_BYTES`` or more load on a pool of their own, one at a time, so
 that two huge (or hostile) files requested first never hold the loaders that small runs
