@@ -17,7 +17,10 @@ from dataclasses import dataclass, field, replace
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.storage import ScanError, list_files
 
-TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<ts>\d+))?\.pt\.trace\.json(?:\.gz)?$")
+#: The profiler writes ``.json`` or ``.json.gz``; a compressed copy (bzip2, xz, zstd) is
+#: read too, by its content (the suffix only lists it).
+TRACE_FILE = re.compile(
+    r"^(?P<worker>.+?)(?:\.(?P<ts>\d+))?\.pt\.trace\.json(?:\.(?:gz|bz2|xz|zst))?$")
 ROOT_RUN = "."
 
 
