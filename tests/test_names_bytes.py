@@ -132,7 +132,7 @@ def test_a_latin1_run_is_found_and_analysed_by_its_bytes(latin1_logdir):
     assert r.status_code == 200, r.data[:300]
     body = json.loads(r.data)
     assert body["status"] == "ready", body
-    assert [s["step"] for s in body["steps"]] == [1, 2, 3]
+    assert [s["step"] for s in body["summary"]["steps"]] == [1, 2, 3]
     r = get_ready(client, f"{BASE}/step?{query}&step=2")
     assert r.status_code == 200 and json.loads(r.data)["status"] == "ready", r.data[:300]
     r = get_ready(client, f"{BASE}/run?run=caf%E9")
