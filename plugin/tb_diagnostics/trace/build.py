@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.trace.categories import (
     CATEGORY_KIND,
     DEVICE_ACTIVITY_KINDS,
@@ -29,11 +30,12 @@ from tb_diagnostics.trace.columns import (
     constant,
     digits,
     ints,
+    link_ids,
     narrow_ids,
     take,
     writable,
 )
-from tb_diagnostics.trace.decode import ABSENT, NO_RAW
+from tb_diagnostics.trace.decode import ABSENT, NO_RAW, TS_NOT_A_NUMBER
 from tb_diagnostics.trace.model import NO_ID, Lane, TraceMeta, TraceModel
 from tb_diagnostics.trace.nesting import nest
 from tb_diagnostics.trace.side_events import SideEvents
@@ -48,6 +50,14 @@ _MAX_TS_US = 1e17
 #: The Chrome trace format's phases; others are counted in the notes and ignored.
 _KNOWN_PHASES = frozenset("XBEiIMsftCbenRPONDcSTpF")
 _PHASE = attrgetter("ph")
+#: The note on events whose ids did not fit int64 (see columns.link_ids).
+_RENUMBERED = "id beyond int64 (renumbered, links kept)"
+_NO_DUR = "complete event without a usable dur (taken as 0)"
+_ABSURD_DUR = "negative or absurd dur (taken as 0)"
+#: No event of a profile lasts longer than a day and longer than the whole trace (its first
+#: start to its last): Kineto records seconds to minutes, and such a dur is garbage that
+#: would stretch a step over years.
+_LONGEST_PLAUSIBLE_US = 86_400e6
 
 
 class _Interner:
@@ -128,12 +138,19 @@ class ModelBuilder:
         self.lane_ids: dict[tuple[bool, Any, Any], int] = {}
         self.columns: dict[str, GrowingColumn] = {}
         self.skipped = 0
+        self.skipped_device = 0  # of the skipped events, those of a device category
+        self.n_events = 0  # every event added, of any phase
         self.odd: dict[str, int] = {}  # values made usable: "negative dur" → count
         self.side = SideEvents()
         # By string id: whether an op of that name keeps its Concrete Inputs.
         self._keeps_concrete = np.zeros(1024, dtype=bool)
         self._concrete_seen = 0
         self._cat_kind: dict[str, int] = {}  # category → Kind value
+
+    def _count(self, what: str, n: int) -> None:
+        """Count ``n`` events normalised in the way ``what`` says (the span's notes)."""
+        if n:
+            self.odd[what] = self.odd.get(what, 0) + n
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -152,21 +169,27 @@ class ModelBuilder:
                           if ph not in _KNOWN_PHASES)
             key = "unknown phase (ignored)"
             self.odd[key] = self.odd.get(key, 0) + unknown
+        self.n_events += len(events)
         ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
         # µs since 1970 stay below 1e17 for another thousand years: beyond is garbage,
         # and would overflow every interval sum downstream.
         usable = np.isfinite(ts_abs) & (np.abs(ts_abs) < _MAX_TS_US)
         if not usable.all():
             self.skipped += int((~usable).sum())
+            # Whether the device side is what lost its times (then the trace is an error,
+            # not a CPU-only trace): the skipped events' categories, on this rare path.
+            self.skipped_device += sum(
+                1 for e, ok in zip(xs, usable.tolist(), strict=True)
+                if not ok and CATEGORY_KIND.get(e.cat, Kind.OTHER) in DEVICE_KINDS)
             xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
             ts_abs = ts_abs[usable]
         dur = np.asarray([e.dur for e in xs], dtype=np.float64)
         bad = ~((dur >= 0) & (dur < _MAX_TS_US))
         if bad.any():
-            given = bad & ~np.isnan(dur)  # NaN: no dur in the event (an instant)
-            if given.any():
-                self.odd["negative or absurd dur (taken as 0)"] = (
-                    self.odd.get("negative or absurd dur (taken as 0)", 0) + int(given.sum()))
+            # A complete event has a dur: NaN is one missing, null or not a number.
+            missing = np.isnan(dur)
+            self._count(_NO_DUR, int(missing.sum()))
+            self._count(_ABSURD_DUR, int((bad & ~missing).sum()))
             dur[bad] = 0.0  # missing, NaN, negative, absurd: instant
         cat_kind = self._cat_kind
         cats = [e.cat for e in xs]
@@ -189,19 +212,30 @@ class ModelBuilder:
         lane = np.asarray(lanes, dtype=np.int32)
         del lanes
         args = [e.args for e in xs]
-        ext = ints([a.external_id for a in args])
+        renumbered: list[np.ndarray] = []  # per link column, the events it renumbered
+
+        def link(values: list) -> np.ndarray:
+            column, big = link_ids(values)
+            if big is not None:
+                renumbered.append(big)
+            return column
+
+        ext = link([a.external_id for a in args])
+        ext = np.where(ext >= 0, ext, link([a.external_id_lc for a in args]))
+        corr = link([a.correlation for a in args])
+        pyid = link([a.python_id for a in args])
+        pypar = link([NO_ID if a.python_parent_id is None else a.python_parent_id
+                      for a in args])
+        if renumbered:
+            self._count(_RENUMBERED, int(np.logical_or.reduce(renumbered).sum()))
         intern = self.intern
         name = intern.many([e.name for e in xs])
         self._put(
-            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name,
-            corr=ints([a.correlation for a in args]),
-            ext=np.where(ext >= 0, ext, ints([a.external_id_lc for a in args])),
+            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name, corr=corr, ext=ext,
             device=ints([a.device for a in args]),
             stream=ints([a.stream if type(a.stream) is int else ABSENT for a in args]),
             nbytes=np.asarray([a.nbytes for a in args], dtype=np.float64),
-            pyid=ints([a.python_id for a in args]),
-            pypar=ints([NO_ID if a.python_parent_id is None else a.python_parent_id
-                         for a in args]),
+            pyid=pyid, pypar=pypar,
             stack=intern.optional([a.call_stack for a in args]),
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
@@ -250,6 +284,7 @@ class ModelBuilder:
         self.columns = {}
         return {"strings": self.intern.strings, "lanes": list(self.lane_ids),
                 "columns": columns, "skipped": self.skipped, "odd": self.odd,
+                "skipped_device": self.skipped_device, "n_events": self.n_events,
                 "side": self.side.export()}
 
     def merge(self, part: dict[str, Any]) -> None:
@@ -273,9 +308,20 @@ class ModelBuilder:
                 data = lane_map[data]
             column.extend(data)
         self.skipped += part["skipped"]
+        self.skipped_device += part["skipped_device"]
+        self.n_events += part["n_events"]
         for what, count in part["odd"].items():
             self.odd[what] = self.odd.get(what, 0) + count
         self.side.merge(part["side"])
+
+    def _check_timestamps(self, problems: dict[str, int]) -> None:
+        """A file whose timestamps are mostly not numbers (strings, say) is an error: its
+        events would all be skipped, and what was left would read as another trace. A few
+        stray ones are skipped and counted in the notes."""
+        wrong = problems.get(TS_NOT_A_NUMBER, 0)
+        if wrong and 2 * wrong > self.n_events:
+            raise TraceLoadError(self.path, f"timestamps are not numbers (ts is not a number "
+                                            f"in {wrong} of {self.n_events} events)")
 
     def _column(self, key: str, dtype: Any) -> np.ndarray:
         """One column; the builder lets go of it as it is taken (peak memory)."""
@@ -284,6 +330,8 @@ class ModelBuilder:
 
     def finish(self, doc: Any) -> TraceModel:
         """The model; ``doc`` supplies the file-level keys (its events were added already)."""
+        problems = dict(getattr(doc, "problems", None) or {})
+        self._check_timestamps(problems)
         col = self._column
         kind = col("kind", np.uint8)
         ts_abs = col("ts", np.float64)
@@ -294,6 +342,17 @@ class ModelBuilder:
         stream = col("stream", np.int64)
         n = kind.shape[0]
         is_dev = np.isin(kind, _DEVICE_KIND_VALUES)
+        if self.skipped_device and not is_dev.any():
+            raise TraceLoadError(self.path, "the device events have no usable timestamps "
+                                 f"(ts missing, not a number or absurd in all "
+                                 f"{self.skipped_device} of them)")
+        if n:
+            longest = max(float(ts_abs.max() - ts_abs.min()), _LONGEST_PLAUSIBLE_US)
+            absurd = dur > longest
+            if absurd.any():
+                self._count(_ABSURD_DUR, int(absurd.sum()))
+                dur = writable(dur)
+                dur[absurd] = 0.0
         keys = list(self.lane_ids)
         lanes = [Lane(pid=str(p), tid=str(t), is_device=d,
                       label=_lane_label(d, str(p), str(t), self.side.process_names,
@@ -339,10 +398,10 @@ class ModelBuilder:
         if len(keys) < _INT16_LIMIT:
             lane_col = as_int16(lane_col)
         end = start + dur
+        self._count(_RENUMBERED, self.side.renumbered)
         warnings = []
         if self.skipped:
             warnings.append(f"{self.skipped} complete event(s) without a usable ts were skipped")
-        problems = dict(getattr(doc, "problems", None) or {})
         for what, count in {**problems, **self.odd}.items():
             if count:
                 warnings.append(f"{count} event(s) normalised: {what}")

@@ -108,6 +108,41 @@ def ints(values: list) -> np.ndarray:
                            for v in values], dtype=np.int64)
 
 
+#: Ids that do not fit int64 are renumbered into ``[2**62, 2**63 - 1)``: far above the
+#: counters profilers write, and a function of the id alone, so one id gets one number in
+#: every batch, every column and every process of a parallel load.
+_RENUMBER_BASE = 1 << 62
+_RENUMBER_SPAN = (1 << 62) - 1
+
+
+def link_ids(values: list) -> tuple[np.ndarray, np.ndarray | None]:
+    """An int64 column of ids that link events to each other (correlation, External id,
+    Python id, flow id), and a mask of the values renumbered (None when none was).
+
+    An id beyond int64 (``2**64 + 5``) is kept as ``2**62 + id mod (2**62 - 1)``, so the
+    launch and the kernel that share it still link; ids less than ``2**62 - 1`` apart
+    stay distinct. Anything but an int becomes NO_ID.
+    """
+    try:
+        return np.asarray(values, dtype=np.int64), None
+    except (OverflowError, TypeError, ValueError):
+        pass
+    lo, hi = -(1 << 63), 1 << 63
+    big = [type(v) is int and not lo <= v < hi for v in values]
+    out = [_RENUMBER_BASE + v % _RENUMBER_SPAN if b else v if type(v) is int else NO_ID
+           for v, b in zip(values, big, strict=True)]
+    return np.asarray(out, dtype=np.int64), np.asarray(big, dtype=bool)
+
+
+def link_id(v: Any) -> int | None:
+    """A flow's id as an int of any size (a digit string is read), else None."""
+    if type(v) is int:
+        return v
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 40:
+        return int(v)
+    return None
+
+
 def digits(v: Any) -> int:
     """Numeric value of a pid/tid (``7``, ``"7"``, ``"stream 7"``), else NO_ID."""
     if type(v) is int:

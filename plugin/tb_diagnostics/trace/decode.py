@@ -50,8 +50,19 @@ def _id(v: Any) -> int:
     return ABSENT
 
 
+def _link_id(v: Any) -> int:
+    """An id that links events (correlation, External id, Python id): a non-negative int of
+    any size, else ABSENT. Ids beyond int64 are renumbered by the model builder
+    (:func:`~tb_diagnostics.trace.columns.link_ids`), not dropped: the links must hold."""
+    if type(v) is str and v.isascii() and v.isdigit() and len(v) <= 40:  # "²".isdigit()
+        v = int(v)
+    if type(v) is int and v >= 0:
+        return v
+    return ABSENT
+
+
 def _opt_id(v: Any) -> int | None:
-    i = _id(v)
+    i = _link_id(v)
     return None if i == ABSENT else i
 
 
@@ -88,10 +99,10 @@ def _id_or_str(v: Any) -> int | str:
 Field = tuple[str, str, Any, Any, Callable[[Any], Any]]
 
 _ARG_FIELDS: list[Field] = [
-    ("correlation", "correlation", int, ABSENT, _id),
-    ("external_id", "External id", int, ABSENT, _id),
-    ("external_id_lc", "external id", int, ABSENT, _id),
-    ("python_id", "Python id", int, ABSENT, _id),
+    ("correlation", "correlation", int, ABSENT, _link_id),
+    ("external_id", "External id", int, ABSENT, _link_id),
+    ("external_id_lc", "external id", int, ABSENT, _link_id),
+    ("python_id", "Python id", int, ABSENT, _link_id),
     ("python_parent_id", "Python parent id", int | None, None, _opt_id),
     ("call_stack", "Call stack", str, "", _str),
     ("nbytes", "bytes", float, NAN, _num),
@@ -202,7 +213,7 @@ def decompress(raw: bytes, path: str) -> bytes:
         raise TraceLoadError(path, f"corrupt gzip data ({exc})") from None
 
 
-def decode(data: bytes, path: str) -> Any:
+def decode(data: bytes, path: str, *, non_json_numbers: bool = True) -> Any:
     """Decode trace JSON bytes into a :data:`TraceFile` of strict :data:`Event` structs.
 
     Raises :class:`TraceLoadError` naming ``path`` for empty, truncated,
@@ -220,14 +231,51 @@ def decode(data: bytes, path: str) -> Any:
             doc = _normalise(_decode_lenient(data, path))
         except msgspec.DecodeError as exc:
             if "UTF-8" not in str(exc):
+                if non_json_numbers and _starts_non_json_number(data, exc):
+                    return _decode_non_json_numbers(data, path)
                 raise TraceLoadError(path, _describe_decode_error(exc)) from None
             # Names copied from C++ symbols can carry bytes that are not UTF-8: keep the
             # trace, with U+FFFD where those bytes were.
-            return decode(data.decode("utf-8", "replace").encode("utf-8"), path)
+            return decode(data.decode("utf-8", "replace").encode("utf-8"), path,
+                          non_json_numbers=non_json_numbers)
     except RecursionError:
         raise TraceLoadError(path, "JSON nested too deeply to be a trace") from None
     if isinstance(doc, list):
         doc = TraceFile(events=doc)  # the bare-array form of the Chrome trace format
+    return doc
+
+
+#: What Python's ``json.dumps`` writes for float("nan") and the infinities: not JSON.
+_NON_JSON_NUMBER = re.compile(rb"-?Infinity|NaN")
+#: A JSON string, or one of those tokens (outside any string, since strings match first).
+_STRING_OR_NON_JSON_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|-?Infinity|NaN', re.S)
+_BYTE_AT = re.compile(r"\(byte (\d+)\)")
+NON_JSON_NUMBERS = "NaN or Infinity, which JSON does not have (read as null)"
+
+
+def _starts_non_json_number(data: bytes, exc: msgspec.DecodeError) -> bool:
+    """Whether the decoder stopped at a NaN or Infinity token."""
+    at = _BYTE_AT.search(str(exc))
+    return at is not None and _NON_JSON_NUMBER.match(data, int(at.group(1))) is not None
+
+
+def _decode_non_json_numbers(data: bytes, path: str) -> Any:
+    """Decode a file that holds NaN or Infinity where a number belongs (Python's json
+    writes them): each is read as null (what the field's sanitizer makes of it) and
+    counted in the notes."""
+    count = 0
+
+    def null(m: re.Match[bytes]) -> bytes:
+        nonlocal count
+        if m.group(0)[:1] == b'"':
+            return m.group(0)
+        count += 1
+        return b"null"
+
+    doc = decode(_STRING_OR_NON_JSON_NUMBER.sub(null, data), path, non_json_numbers=False)
+    problems = Counter(doc.problems or {})
+    problems[NON_JSON_NUMBERS] += count
+    doc.problems = problems
     return doc
 
 
@@ -240,13 +288,17 @@ def _decode_lenient(data: bytes, path: str) -> Any:
         raise TraceLoadError(path, _describe_decode_error(exc)) from None
 
 
-#: The strict types of each event field, and how a wrong one is counted in the notes.
+#: The note on events whose ts is not a number (the builder refuses a file of mostly those).
+TS_NOT_A_NUMBER = "ts not a number"
+#: The strict types of each event field, and how a wrong one is counted in the notes (a
+#: dur that is not a number is counted by the model builder, with the missing ones: only
+#: complete events have one).
 _EVENT_TYPES = {
     "ph": ((str,), "ph not a string"), "cat": ((str,), "cat not a string"),
     "name": ((str,), "name not a string"),
     "pid": ((int, str), "pid neither a number nor a string"),
     "tid": ((int, str), "tid neither a number nor a string"),
-    "ts": ((int, float), "ts not a number"), "dur": ((int, float), "dur not a number"),
+    "ts": ((int, float), TS_NOT_A_NUMBER),
 }
 
 

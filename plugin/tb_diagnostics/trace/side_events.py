@@ -19,7 +19,7 @@ from tb_diagnostics.trace.categories import (
     LAUNCH_FLOW_CATEGORIES,
     LAUNCHER_KINDS,
 )
-from tb_diagnostics.trace.columns import GrowingColumn, digits, ints, writable
+from tb_diagnostics.trace.columns import GrowingColumn, ints, link_id, link_ids, writable
 from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents
 
 _FLOW_PHASES = frozenset({"s", "f", "t"})
@@ -43,6 +43,7 @@ class SideEvents:
                       "thread": GrowingColumn(np.int32, None),
                       "ts": GrowingColumn(np.float64, None), "id": GrowingColumn(np.int64, None)}
         self.memory = {k: GrowingColumn(t, None) for k, t in _MEMORY_FIELDS.items()}
+        self.renumbered = 0  # flows whose id did not fit int64 (columns.link_ids)
 
     def add(self, events: list[Any]) -> None:
         """Take what is needed from one batch of decoded events (complete ones are skipped).
@@ -57,8 +58,8 @@ class SideEvents:
         threads = self.flow_threads
         for e in [e for e in events if e.ph in _FLOW_PHASES]:
             if e.cat in LAUNCH_FLOW_CATEGORIES and math.isfinite(e.ts):
-                fid = e.id if type(e.id) is int else digits(e.id)
-                if fid != NO_ID:
+                fid = link_id(e.id)
+                if fid is not None and fid != NO_ID:
                     key = (str(e.pid), str(e.tid))
                     f_end.append(e.ph != "s")
                     f_thread.append(threads.setdefault(key, len(threads)))
@@ -79,7 +80,10 @@ class SideEvents:
             self.flows["end"].extend(np.asarray(f_end, dtype=np.bool_))
             self.flows["thread"].extend(np.asarray(f_thread, dtype=np.int32))
             self.flows["ts"].extend(np.asarray(f_ts, dtype=np.float64))
-            self.flows["id"].extend(ints(f_id))
+            ids, big = link_ids(f_id)
+            if big is not None:
+                self.renumbered += int(big.sum())
+            self.flows["id"].extend(ids)
         if samples:
             args = [e.args for e in samples]
             m = self.memory
@@ -95,12 +99,14 @@ class SideEvents:
         return {"process_names": self.process_names, "thread_names": self.thread_names,
                 "flow_threads": list(self.flow_threads),
                 "flows": {k: c.take() for k, c in self.flows.items()},
-                "memory": {k: c.take() for k, c in self.memory.items()}}
+                "memory": {k: c.take() for k, c in self.memory.items()},
+                "renumbered": self.renumbered}
 
     def merge(self, part: dict[str, Any]) -> None:
         """Append the events of a later part of the file, as if added here."""
         self.process_names.update(part["process_names"])
         self.thread_names.update(part["thread_names"])
+        self.renumbered += part["renumbered"]
         threads = self.flow_threads
         thread_map = np.asarray([threads.setdefault(k, len(threads))
                                  for k in part["flow_threads"]], dtype=np.int32)
