@@ -181,7 +181,7 @@ def test_a_file_swapped_for_a_fifo_after_the_scan_is_an_error_and_holds_nothing(
     for run in ("fifo", "good"):
         write_trace(log / run / "w.1.pt.trace.json")
     write_trace(log / "fifo" / "v.1.pt.trace.json")
-    provider = DataProvider(str(log), scan_max_age_s=60.0)
+    provider = DataProvider(str(log), scan_max_age_s=60.0, fresh_s=0.0)
     try:
         assert [r["run"] for r in provider.runs()["runs"]] == ["fifo", "good"]
         path = log / "fifo" / "w.1.pt.trace.json"
@@ -196,6 +196,7 @@ def test_a_file_swapped_for_a_fifo_after_the_scan_is_an_error_and_holds_nothing(
             time.sleep(0.02)
         assert [r["worker"] for r in answer[1]["ranks"]] == ["v"]
         assert provider.progress()["loading"] == []
+        assert [e["message"] for e in provider.runs()["errors"]] == [body["error"]]
     finally:
         provider.shutdown()
 
@@ -313,6 +314,7 @@ def test_a_file_swapped_for_a_symlink_after_the_scan_is_not_served(tmp_path):
         assert "symbolic link" in body["error"] and "\n" not in body["error"]
         code, step = provider.step("r", "w", "1", "0")
         assert code == 200 and step["status"] == "error" and "timeline" not in step
-        assert provider.loader.stats()["summaries"] == 0  # nothing was loaded through it
+        assert provider.progress()["loading"] == []  # nothing was read through it
+        assert [e.error for e in provider.loader.errors()] == [body["error"]]
     finally:
         provider.shutdown()

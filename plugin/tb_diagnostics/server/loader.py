@@ -216,6 +216,18 @@ class SpanLoader:
         with self._lock:
             return [e for e in self._entries.values() if e.error]
 
+    def refuse(self, f: SpanFile, error: str) -> Loaded:
+        """Record ``error`` as the load of ``f`` without reading it (a FIFO, a link): it
+        shows as that file's error, in ``/runs`` too, as a bad file's would."""
+        key = key_of(f)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.error != error:
+                entry = self._entries[key] = Loaded(file=f, summary=None, error=error)
+            self._entries.move_to_end(key)
+            self._evict()
+            return entry
+
     def hold_summaries(self, files: int) -> None:
         """Keep at least ``files`` summaries (the log dir's listed files) and as many
         again for old versions and other looks; never fewer than the constructor's bound.

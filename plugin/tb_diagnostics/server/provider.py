@@ -119,7 +119,7 @@ class DataProvider:
         """The span's summary (200), its load progress (202) or its load error (200)."""
         now = self._locate(run, worker, span)
         if now.problem:
-            return 200, _unreadable(now)
+            return 200, _error(self.loader.refuse(now.file, now.problem))
         got = self.loader.get(now.file)
         if isinstance(got, Progress):
             return 202, {"status": "loading", "progress": got.to_dict()}
@@ -133,7 +133,7 @@ class DataProvider:
         now = self._locate(run, worker, span)
         rows = _parse_rows(highlight)
         if now.problem:
-            return 200, _unreadable(now)
+            return 200, _error(self.loader.refuse(now.file, now.problem))
         f = now.file
         got = self.loader.get(f, need_analysis=True)
         if isinstance(got, Progress):
@@ -167,8 +167,11 @@ class DataProvider:
             spans = []
             for listed in w.spans:
                 now = file_now(listed)
-                if not now.exists or now.problem:
-                    continue  # gone, or not a file any more: no summary, as for an error
+                if not now.exists:
+                    continue  # deleted since the scan
+                if now.problem:  # a FIFO, a link swapped in: an error, like a bad file's
+                    self.loader.refuse(now.file, now.problem)
+                    continue
                 got = self.loader.get(now.file)
                 if isinstance(got, Progress):
                     pending.append(got.to_dict())
@@ -230,10 +233,6 @@ class DataProvider:
 
 def _error(entry: Loaded) -> dict[str, Any]:
     return {"status": "error", "file": entry.file.relpath, "error": entry.error}
-
-
-def _unreadable(now: FileNow) -> dict[str, Any]:
-    return {"status": "error", "file": now.file.relpath, "error": now.problem}
 
 
 def _lookup(result: ScanResult | None, run: str, worker: str, span: str) -> SpanFile | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.logdir import LogDir, SpanFile, scan_logdir
 from tb_diagnostics.storage import is_local, local_path
+from tb_diagnostics.trace.source import describe_mode
 
 
 @dataclass(frozen=True)
@@ -134,17 +135,11 @@ def file_now(f: SpanFile) -> FileNow:
         return FileNow(f, exists=False)
     except OSError as exc:
         return FileNow(f, exists=True, problem=f"{f.relpath}: cannot stat ({exc.strerror})")
-    if not stat.S_ISREG(st.st_mode):
-        return FileNow(f, exists=True, problem=f"{f.relpath}: {_not_regular(st.st_mode)} "
-                                               "since the log dir was listed; not read")
-    return FileNow(replace(f, size=st.st_size, mtime=st.st_mtime), exists=True)
-
-
-def _not_regular(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "replaced by a symbolic link (links are not followed)"
-    if stat.S_ISFIFO(mode):
-        return "replaced by a FIFO"
-    if stat.S_ISDIR(mode):
-        return "replaced by a directory"
-    return "no longer a regular file"
+    now = replace(f, size=st.st_size, mtime=st.st_mtime)
+    what = describe_mode(st.st_mode)
+    if what is None:
+        return FileNow(now, exists=True)
+    # Worded as the loader's open refuses it (the scan lists FIFOs; a link may be swapped
+    # in after the scan), so the file has one message whichever looks first.
+    why = what if stat.S_ISLNK(st.st_mode) else f"{what}, not a regular file"
+    return FileNow(now, exists=True, problem=f"{f.relpath}: is {why}")
