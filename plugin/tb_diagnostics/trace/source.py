@@ -59,16 +59,16 @@ def read_timeout() -> float | None:
 
 
 class BoundedCalls:
-    """Runs calls in one helper thread and waits for each at most ``timeout`` seconds.
+    """Runs calls in a helper thread and waits for each at most ``timeout`` seconds.
 
     One helper per file being read, so a stalled file delays only its own loader. A
-    queue handoff costs tens of microseconds: nothing next to a 256 KiB block."""
+    queue handoff costs tens of microseconds, nothing next to a 256 KiB block; helpers
+    are kept for the next file (starting a thread costs more than reading a small one),
+    except one that stalled, which is abandoned."""
 
     def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
-        self._todo: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._helper: _Helper | None = None
         self._stalled = False
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -76,13 +76,11 @@ class BoundedCalls:
             return fn(*args)
         if self._stalled:  # the helper is still stuck in an earlier call
             raise ReadStalled(self.timeout)
-        if self._thread is None:
-            self._thread = threading.Thread(target=_serve, args=(self._todo, self._done),
-                                            name="tb-diagnostics-read", daemon=True)
-            self._thread.start()
-        self._todo.put((fn, args))
+        if self._helper is None:
+            self._helper = _Helper.take()
+        self._helper.todo.put((fn, args))
         try:
-            ok, value = self._done.get(timeout=self.timeout)
+            ok, value = self._helper.done.get(timeout=self.timeout)
         except queue.Empty:
             self._stalled = True
             raise ReadStalled(self.timeout) from None
@@ -91,21 +89,63 @@ class BoundedCalls:
         return value
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._todo.put(None)  # a stuck helper ends once its read returns
-            self._thread = None
+        helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.give_back(stuck=self._stalled)
 
 
-def _serve(todo: queue.SimpleQueue[Any], done: queue.SimpleQueue[Any]) -> None:
-    while True:
-        job = todo.get()
-        if job is None:
-            return
-        fn, args = job
-        try:
-            done.put((True, fn(*args)))
-        except BaseException as exc:  # handed to the waiting loader, which raises it
-            done.put((False, exc))
+#: Idle helpers, kept for the next file (at most as many as loaders run at once, here 16).
+_IDLE: list[_Helper] = []
+_IDLE_LOCK = threading.Lock()
+_KEEP_IDLE = 16
+
+
+def _forget_idle_helpers() -> None:
+    # A forked child has none of its parent's threads: their helpers would never answer.
+    global _IDLE_LOCK
+    _IDLE.clear()
+    _IDLE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_idle_helpers)
+
+
+class _Helper:
+    """A daemon thread that runs the calls put in ``todo`` and answers in ``done``."""
+
+    def __init__(self) -> None:
+        self.todo: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="tb-diagnostics-read", daemon=True).start()
+
+    @staticmethod
+    def take() -> _Helper:
+        with _IDLE_LOCK:
+            if _IDLE:
+                return _IDLE.pop()
+        return _Helper()
+
+    def give_back(self, stuck: bool) -> None:
+        if not stuck:
+            with _IDLE_LOCK:
+                if len(_IDLE) < _KEEP_IDLE:
+                    _IDLE.append(self)
+                    return
+        # Ends once its call returns; a stuck helper's late answer is never read, as it
+        # serves no one again.
+        self.todo.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            job = self.todo.get()
+            if job is None:
+                return
+            fn, args = job
+            try:
+                self.done.put((True, fn(*args)))
+            except BaseException as exc:  # handed to the waiting loader, which raises it
+                self.done.put((False, exc))
 
 
 class PinnedReader:
