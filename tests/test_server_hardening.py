@@ -284,12 +284,14 @@ def test_a_run_that_disappeared_takes_its_error_out_of_runs(tmp_path):
     write_trace(log / "good" / "w.1.pt.trace.json")
     (log / "broken").mkdir()
     (log / "broken" / "w.1.pt.trace.json").write_text('{"traceEvents": [')
-    provider = DataProvider(str(log), fresh_s=0.0)
+    provider = DataProvider(str(log))  # /runs lists from a scan up to fresh_s = 1 s old
     try:
         assert ready(provider, "broken", "w", "1")["status"] == "error"
         assert [e["run"] for e in provider.runs()["errors"]] == ["broken"]
         (log / "broken" / "w.1.pt.trace.json").unlink()
         (log / "broken").rmdir()
+        assert provider.runs()["errors"] == []  # at once, even from that scan
+        provider.fresh_s = 0.0
         listing = provider.runs()
         assert [r["run"] for r in listing["runs"]] == ["good"]
         assert listing["errors"] == []

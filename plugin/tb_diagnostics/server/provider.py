@@ -16,6 +16,7 @@ from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader, key_of
 from tb_diagnostics.server.present import load_and_summarise, step_detail
 from tb_diagnostics.server.scan import FileNow, ScanCache, ScanResult, file_now
+from tb_diagnostics.storage import is_local
 
 #: At most this many evidence rows may be pinned into one timeline request.
 MAX_HIGHLIGHT = 64
@@ -107,12 +108,10 @@ class DataProvider:
                 for w in r.workers]}
             for r in tree.runs
         ]
-        # Only errors of files as this scan lists them: a run deleted since, or a file
-        # rewritten since its load failed, no longer has that error.
-        listed = {key_of(f) for f in tree.files}
+        listed = {f.url: key_of(f) for f in tree.files}
         out["errors"] = [{"file": e.file.relpath, "run": e.file.run, "worker": e.file.worker,
                           "span": e.file.span, "message": e.error}
-                         for e in self.loader.errors() if key_of(e.file) in listed]
+                         for e in self.loader.errors() if _still_current(e, listed)]
         return out
 
     def span(self, run: str, worker: str, span: str) -> tuple[int, dict[str, Any]]:
@@ -229,6 +228,19 @@ class DataProvider:
 
     def shutdown(self) -> None:
         self.loader.shutdown()
+
+
+def _still_current(entry: Loaded, listed: dict[str, Any]) -> bool:
+    """Whether an error is of a listed file as it is now: a run deleted since (even within
+    the scan's second) or a file rewritten since its load failed no longer has that error.
+    A local file is stat'ed (errors are few); a URL is compared with the scan."""
+    f = entry.file
+    if f.url not in listed:
+        return False
+    if not is_local(f.url):
+        return key_of(f) == listed[f.url]
+    now = file_now(f)
+    return now.exists and key_of(now.file) == key_of(f)
 
 
 def _error(entry: Loaded) -> dict[str, Any]:
