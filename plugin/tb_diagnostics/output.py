@@ -97,6 +97,9 @@ class _Placeholders:
         self.literals: list[bytes] = []
 
     def swap(self, s: str) -> str:
+        # isascii is a flag check in CPython: most strings stop there.
+        if s.isascii():
+            return s
         try:
             s.encode("utf-8")
         except UnicodeEncodeError:
@@ -105,14 +108,23 @@ class _Placeholders:
         return s
 
     def walk(self, obj: Any) -> Any:
-        if isinstance(obj, str):
+        # The payload is msgspec.to_builtins' output: exact builtin types only.
+        t = type(obj)
+        if t is str:
             return self.swap(obj)
-        if isinstance(obj, dict):
-            return {self.swap(k) if isinstance(k, str) else k: self.walk(v)
+        if t is dict:
+            return {self.swap(k) if type(k) is str else k: self.walk(v)
                     for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
+        if t is list or t is tuple:
+            # A list of numbers (a column, a timeline) holds no string: keep it whole.
+            if all(type(v) in _SCALARS for v in obj):
+                return obj
             return [self.walk(v) for v in obj]
         return obj
+
+
+#: The types that to_builtins leaves and that hold no string.
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _encode_with_surrogates(payload: Any, indent: int | None) -> bytes:
