@@ -6,15 +6,15 @@ import json
 import os
 import re
 import time
+import zlib
 
 import msgspec
-import numpy as np
 import pytest
 from test_cache import write_run
 
 from tb_diagnostics import cache as cache_module
 from tb_diagnostics import engine
-from tb_diagnostics.cache import STALE_TMP_S, TMP_PREFIX, TraceCache
+from tb_diagnostics.cache import MODEL_FILE, STALE_TMP_S, TMP_PREFIX, TraceCache
 
 
 @pytest.fixture
@@ -25,26 +25,56 @@ def cached(tmp_path):
     doc = engine.span_summary(f, cache=cache)
     engine.open_model(f, cache)
     d = cache.entry(f)
-    assert (d / "model.npz").is_file() and (d / "model.json").is_file()
+    assert (d / MODEL_FILE).is_file()
     return f, cache, d, doc
 
 
-def _rewrite_npz(path, change) -> None:
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    change(arrays)
-    with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
+def _rewrite_header(d, change) -> None:
+    """Edit the model file's JSON header and write it back with a correct CRC, so that the
+    checks behind the CRC are what must catch the edit."""
+    path = d / MODEL_FILE
+    raw = path.read_bytes()
+    line, _, rest = raw.partition(b"\n")
+    magic, fmt, head_len, _ = line.split(b" ")
+    header = json.loads(rest[: int(head_len)])
+    start = len(line) + 1 + int(head_len)
+    columns = raw[start + (-start % 64):]
+    new = json.dumps(change(header)).encode()
+    line_len = len(b"%s %s %d %08x\n" % (magic, fmt, len(new), 0))
+    body = new + b"\0" * (-(line_len + len(new)) % 64) + columns
+    path.write_bytes(b"%s %s %d %08x\n" % (magic, fmt, len(new), zlib.crc32(body)) + body)
+
+
+def _one_row_short(h):
+    spec = next(c for c in h["columns"] if c[0] == "start")
+    spec[2] = [spec[2][0] - 1]
+    return h
+
+
+def _objects(h):
+    h["columns"][0][1] = "|O"  # a pickle's dtype: never loaded
+    return h
+
+
+def _flip_last_byte(d):
+    raw = bytearray((d / MODEL_FILE).read_bytes())
+    raw[-1] ^= 0xFF
+    (d / MODEL_FILE).write_bytes(bytes(raw))
 
 
 DAMAGE = {
-    "truncated npz": lambda d: (d / "model.npz").write_bytes((d / "model.npz").read_bytes()[:100]),
-    "empty npz": lambda d: (d / "model.npz").write_bytes(b""),
-    "a column one row short": lambda d: _rewrite_npz(
-        d / "model.npz", lambda a: a.__setitem__("start", a["start"][:-1])),
-    "model.json {}": lambda d: (d / "model.json").write_text("{}"),
-    "model.json with wrong types": lambda d: (d / "model.json").write_text(json.dumps(
-        {**json.loads((d / "model.json").read_text()), "strings": 5, "lanes": "x"})),
+    "truncated": lambda d: (d / MODEL_FILE).write_bytes((d / MODEL_FILE).read_bytes()[:100]),
+    "empty": lambda d: (d / MODEL_FILE).write_bytes(b""),
+    "cut in the columns": lambda d: (d / MODEL_FILE).write_bytes(
+        (d / MODEL_FILE).read_bytes()[:-8]),
+    "a flipped byte": _flip_last_byte,
+    "a column one row short": lambda d: _rewrite_header(d, _one_row_short),
+    "a column of objects": lambda d: _rewrite_header(d, _objects),
+    "header {}": lambda d: _rewrite_header(d, lambda h: {}),
+    "header with wrong types": lambda d: _rewrite_header(
+        d, lambda h: {**h, "strings": 5, "lanes": "x"}),
+    "another format": lambda d: (d / MODEL_FILE).write_bytes(
+        (d / MODEL_FILE).read_bytes().replace(b"model 3 ", b"model 2 ", 1)),
 }
 
 
@@ -88,7 +118,7 @@ def test_what_a_killed_writer_left_is_swept(cached, monkeypatch):
     f, cache, d, _ = cached
     stale = cache.store / f"{TMP_PREFIX}killed.tmp"
     stale.mkdir()
-    (stale / "model.npz").write_bytes(b"half")
+    (stale / MODEL_FILE).write_bytes(b"half")
     young = cache.store / f"{TMP_PREFIX}writing.tmp"
     young.mkdir()
     old = time.time() - STALE_TMP_S - 10

@@ -14,7 +14,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 from test_cache import write_run
 
@@ -299,21 +298,19 @@ def test_a_full_disk_turns_writes_off_with_one_warning_and_leaves_nothing(tmp_pa
     cache = TraceCache(tmp_path / "cache")
     ld = write_run(tmp_path / "logs", n_files=3)
     calls = []
+    real_rename, real_replace = os.rename, os.replace
 
-    def disk_full(*a, **k):
-        calls.append(1)
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def disk_full(real):
+        # rename(2) itself may need a block for the new name: ENOSPC, as any write.
+        def rename(src, dst):
+            if Path(os.fspath(dst)).is_relative_to(cache.root):
+                calls.append(dst)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(src, dst)
+        return rename
 
-    monkeypatch.setattr(np, "savez", disk_full)
-    real_replace = os.replace
-
-    def replace(src, dst):
-        if "results" in os.fspath(dst):
-            calls.append(1)
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", disk_full(real_rename))
+    monkeypatch.setattr(os, "replace", disk_full(real_replace))
     with caplog.at_level(logging.WARNING, logger="tb_diagnostics"):
         docs = [engine.span_summary(f, cache=cache) for f in ld.files]
     assert all(d["steps"] and not d["errors"] for d in docs)  # the results are right

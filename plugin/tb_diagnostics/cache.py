@@ -19,8 +19,8 @@ cache is off, with one warning). Entries of earlier layouts, directly in the
 root, are not read and are left alone. A cache root inside a local log dir is
 refused (:func:`cache_for_logdir`): nothing is ever written into a log dir.
 
-An entry is a directory: ``model.npz`` (the columns, uncompressed so it loads
-at disk speed), ``model.json`` (strings, lanes, metadata) and one
+An entry is a directory: ``model.bin`` (the columns and their metadata, one file
+read in one call: :mod:`tb_diagnostics.cache_format`) and one
 ``results-<variant>.json`` per threshold setting. Every write goes to a
 temporary name and is renamed into place, so two processes sharing the cache
 never see half an entry; a write that fails removes its temporary, and on a
@@ -53,18 +53,18 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 
+from tb_diagnostics.cache_format import model_from_buffer, model_parts
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.output import decode_json, encode_json
 from tb_diagnostics.storage import is_local, local_path
-from tb_diagnostics.trace.model import Lane, MemoryEvents, TraceMeta, TraceModel
+from tb_diagnostics.trace.model import TraceModel
 
 _log = logging.getLogger(__name__)
 
@@ -89,10 +89,7 @@ HEADROOM = 0.1
 MIN_WRITES_PER_SCAN = 64
 #: A full disk or quota: writing again would only fail again.
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-_ARRAY_FIELDS = [f.name for f in fields(TraceModel)
-                 if f.name not in ("path", "strings", "lanes", "memory", "meta", "origin_us",
-                                   "warnings")]
-_MEMORY_FIELDS = [f.name for f in fields(MemoryEvents)]
+MODEL_FILE = "model.bin"
 
 
 class CacheLocationError(ValueError):
@@ -215,13 +212,17 @@ class TraceCache:
     # ---- models --------------------------------------------------------------
     def get_model(self, f: SpanFile) -> TraceModel | None:
         d = self.entry(f)
-        if d is None or self._books.owned is False or not (d / "model.json").is_file():
+        if d is None or self._books.owned is False:
             return None
         try:
-            model = self._read_model(d, f)
-        except FileNotFoundError:
-            return None  # another process is replacing or evicting it: a miss, not damage
-        except Exception:  # any damage (a truncated zip, an edited JSON) is a miss
+            with open(d / MODEL_FILE, "rb") as fh:
+                raw = bytearray(os.fstat(fh.fileno()).st_size)
+                complete = fh.readinto(raw) == len(raw)
+        except OSError:
+            return None  # none yet, or another process is evicting it: a miss, not damage
+        try:
+            model = model_from_buffer(raw, CACHE_FORMAT, f.relpath) if complete else None
+        except Exception:  # any damage (a cut file, an edited header) is a miss
             model = None
         if model is None:
             # A damaged entry is dropped, so that the next put writes it anew.
@@ -230,59 +231,18 @@ class TraceCache:
         self._touch(d)
         return model
 
-    def _read_model(self, d: Path, f: SpanFile) -> TraceModel | None:
-        """The entry's model, or None when it is not exactly what put_model wrote (the
-        zip members' CRCs catch damaged bytes; the checks below, edited or partial files)."""
-        meta = decode_json((d / "model.json").read_bytes())
-        if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
-            return None
-        with np.load(d / "model.npz", allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        for k, n in meta["constant"].items():  # stored as their one value
-            arrays[k] = np.broadcast_to(arrays[k], (n,))
-        n_rows = meta["rows"]
-        if any(arrays[k].ndim != 1 or arrays[k].shape[0] != n_rows for k in _ARRAY_FIELDS):
-            return None
-        strings = meta["strings"]
-        if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings):
-            return None
-        return TraceModel(
-            path=f.relpath,
-            strings=strings,
-            lanes=[Lane(**ln) for ln in meta["lanes"]],
-            memory=MemoryEvents(**{k: arrays[f"memory.{k}"] for k in _MEMORY_FIELDS}),
-            meta=TraceMeta(**meta["meta"]),
-            origin_us=float(meta["origin_us"]),
-            warnings=[str(w) for w in meta["warnings"]],
-            **{k: arrays[k] for k in _ARRAY_FIELDS},
-        )
-
     def put_model(self, f: SpanFile, model: TraceModel) -> None:
         d = self.entry(f)
         if d is None or not self._writable():
             return
-        meta = {
-            "format": CACHE_FORMAT,
-            "rows": len(model),
-            "strings": model.strings,
-            "lanes": [{"pid": ln.pid, "tid": ln.tid, "is_device": ln.is_device,
-                       "label": ln.label} for ln in model.lanes],
-            "meta": {k.name: getattr(model.meta, k.name) for k in fields(TraceMeta)},
-            "origin_us": model.origin_us,
-            "warnings": model.warnings,
-        }
-        arrays = {k: getattr(model, k) for k in _ARRAY_FIELDS}
-        arrays.update({f"memory.{k}": getattr(model.memory, k) for k in _MEMORY_FIELDS})
-        # Columns the trace never fills are one value viewed n times: keep them so.
-        meta["constant"] = {k: int(a.shape[0]) for k, a in arrays.items()
-                            if a.ndim == 1 and a.shape[0] and a.strides == (0,)}
-        for k in meta["constant"]:
-            arrays[k] = arrays[k][:1]
+        parts = model_parts(model, CACHE_FORMAT)
+        if parts is None:
+            return
 
         def write(tmp: Path) -> None:
-            with open(tmp / "model.npz", "wb") as fh:
-                np.savez(fh, **arrays)
-            (tmp / "model.json").write_bytes(encode_json(meta))
+            with open(tmp / MODEL_FILE, "wb") as fh:
+                for p in parts:
+                    fh.write(p)
 
         self._guarded(lambda: self._publish(d, write))
 
@@ -424,9 +384,9 @@ class TraceCache:
             except OSError as exc:
                 if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
-            # Another process built the same entry meanwhile: keep its files, add ours
-            # where missing. model.json last: readers take it as the mark of a model.
-            for p in sorted(tmp.iterdir(), key=lambda p: p.name == "model.json"):
+            # Another process built the same entry meanwhile (or results came first):
+            # keep its files, add ours where missing, each whole by one rename.
+            for p in tmp.iterdir():
                 if not (d / p.name).exists():
                     os.replace(p, d / p.name)
                     moved.append(d / p.name)
