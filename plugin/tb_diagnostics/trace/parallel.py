@@ -49,7 +49,13 @@ from tb_diagnostics.trace import stream
 from tb_diagnostics.trace.build import ModelBuilder
 from tb_diagnostics.trace.compressed import sniff
 from tb_diagnostics.trace.model import TraceModel
-from tb_diagnostics.trace.source import BoundedCalls, LocalTrace, ReadStalled, read_timeout
+from tb_diagnostics.trace.source import (
+    BoundedCalls,
+    LocalTrace,
+    ReadStalled,
+    pread_at,
+    read_timeout,
+)
 
 #: Files smaller than this load on one core (starting processes costs ~0.5 s).
 MIN_BYTES = 192 << 20
@@ -103,7 +109,7 @@ def _blocks(r: Range, calls: BoundedCalls) -> Any:
     size = r.block
 
     def read(n: int, at: int) -> bytes:
-        return calls.call(os.pread, r.fd, n, at)
+        return calls.call(pread_at, r.fd, n, at)
 
     if r.first is None:
         pos = 0

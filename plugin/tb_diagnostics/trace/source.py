@@ -163,7 +163,7 @@ class PinnedReader:
             while chunk := self.read(1 << 20):
                 parts.append(chunk)
             return b"".join(parts)
-        data = self._calls.call(os.pread, self._fd, n, self._pos)
+        data = self._calls.call(pread_at, self._fd, n, self._pos)
         self._pos += len(data)
         return data
 
@@ -177,6 +177,20 @@ class PinnedReader:
 
     def tell(self) -> int:
         return self._pos
+
+
+def pread_at(fd: int, n: int, offset: int) -> bytes:
+    """``os.pread``; where there is none (Windows), a seek and a read under a lock, which
+    keeps one process's readers of the descriptor apart."""
+    pread = getattr(os, "pread", None)
+    if pread is not None:
+        return pread(fd, n, offset)
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, n)
+
+
+_SEEK_LOCK = threading.Lock()
 
 
 def describe_mode(mode: int) -> str | None:
