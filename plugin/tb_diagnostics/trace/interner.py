@@ -1,0 +1,63 @@
+"""The model's string table: every name, stack and raw JSON value of a trace interned once,
+the columns holding indices into it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.trace.model import NO_ID
+
+
+class Interner:
+    """One table of the strings of a trace: each distinct string (name, call stack, raw JSON
+    text of shapes) is stored once and referred to by its index."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.strings: list[str] = []
+        # Raw JSON text → string id, per compaction mode; empty and null are absent.
+        self.raw_ids: dict[bool, dict[bytes, int]] = {
+            mode: {b"": NO_ID, b"null": NO_ID} for mode in (False, True)}
+
+    def many(self, values: list[str]) -> np.ndarray:
+        ids = self.ids
+        out = list(map(ids.get, values))  # C-speed lookups; new strings fixed up below
+        if None in out:
+            for i, v in enumerate(values):
+                if out[i] is None:
+                    j = ids.get(v)
+                    if j is None:
+                        j = ids[v] = len(self.strings)
+                        self.strings.append(v)
+                    out[i] = j
+        return np.asarray(out, dtype=np.int32)
+
+    def optional(self, values: list[str]) -> np.ndarray:
+        """Intern the non-empty strings; NO_ID for the rest."""
+        out = np.full(len(values), NO_ID, dtype=np.int32)
+        idx = [i for i, v in enumerate(values) if v]
+        if idx:
+            out[idx] = self.many([values[i] for i in idx])
+        return out
+
+    def raw(self, values: list[Any], compact: bool = False) -> np.ndarray:
+        """Intern raw JSON values (``msgspec.Raw``) as their text; NO_ID when absent.
+
+        ``compact`` drops white space, for values that hold only numbers (shapes),
+        so that the same shape printed two ways is one string.
+        """
+        keys = list(map(bytes, values))
+        known = self.raw_ids[compact]
+        out = list(map(known.get, keys))
+        if None in out:
+            for i, k in enumerate(keys):
+                if out[i] is None:
+                    j = known.get(k)
+                    if j is None:
+                        text = (k.translate(None, b" \t\r\n") if compact else k).decode(
+                            "utf-8", "replace")
+                        j = known[k] = int(self.many([text])[0])
+                    out[i] = j
+        return np.asarray(out, dtype=np.int32)
