@@ -12,6 +12,7 @@ import json
 import lzma
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -211,6 +212,17 @@ def test_the_cli_reports_a_fifo_and_every_good_run(tmp_path):
     spans = {r["run"]: r["workers"][0]["spans"][0] for r in doc["runs"]}
     assert spans["bad"]["errors"] == ["bad/w.1.pt.trace.json: is a FIFO, not a regular file"]
     assert len(spans["good"]["steps"]) == 3 and not spans["good"]["errors"]
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs Unix sockets")
+def test_a_socket_is_named_not_an_errno(tmp_path):
+    path = tmp_path / "w.1.pt.trace.json"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        (f,) = scan_logdir(str(tmp_path)).files  # listed: it does not vanish silently
+        with pytest.raises(TraceLoadError) as err:
+            open_model(f)
+    assert err.value.problem == "is a socket, not a regular file"
 
 
 def test_a_symlink_swapped_in_after_the_scan_is_not_followed(tmp_path):

@@ -209,15 +209,21 @@ class LocalTrace:
     def __init__(self, path: str) -> None:
         try:
             fd = os.open(path, _OPEN_FLAGS)
-        except OSError as exc:
-            if _is_symlink(path, exc):
-                raise NotRegularFile("is a symbolic link (not followed)") from None
+        except OSError:
+            # A symbolic link (ELOOP under O_NOFOLLOW) or a socket (ENXIO) cannot even be
+            # opened: say what it is rather than the errno.
+            try:
+                what = describe_mode(os.lstat(path).st_mode)
+            except OSError:
+                what = None
+            if what is not None:
+                raise NotRegularFile(_refusal(what)) from None
             raise
         try:
             st = os.fstat(fd)
             what = describe_mode(st.st_mode)
             if what is not None:
-                raise NotRegularFile(f"is {what}, not a regular file")
+                raise NotRegularFile(_refusal(what))
         except BaseException:
             os.close(fd)
             raise
@@ -255,13 +261,5 @@ class LocalTrace:
         self.close()
 
 
-def _is_symlink(path: str, exc: OSError) -> bool:
-    # O_NOFOLLOW on a symbolic link fails with ELOOP (EMLINK on FreeBSD).
-    import errno
-
-    if exc.errno not in (errno.ELOOP, getattr(errno, "EMLINK", errno.ELOOP)):
-        return False
-    try:
-        return stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:
-        return False
+def _refusal(what: str) -> str:
+    return f"is {what}" if what.endswith("(not followed)") else f"is {what}, not a regular file"
