@@ -114,11 +114,29 @@ def test_a_file_that_kills_its_process_every_time_is_the_only_one_lost(log_dir):
         got = summarise_files(files, workers=2)
     assert len(killed) >= 3  # the first pool, the fresh pool, its own process
     assert set(got) == set(expected)
-    culprit = next(f.relpath for f in files if f.url.endswith(big.name) or
-                   f.relpath.endswith(big.name))
+    culprit = f"run/{big.name}"
     assert got[culprit]["steps"] == []
     assert got[culprit]["errors"] == [
         f"{culprit}: the process analysing it was killed (SIGKILL: out of memory?)"]
     for relpath, doc in expected.items():
         if relpath != culprit:
             assert got[relpath] == doc
+
+
+def test_the_report_survives_the_kill(log_dir, capsys):
+    """The CLI's JSON report names every file, the killed one with its error line, and
+    exits 0 (it was rc 1, empty stdout and a BrokenProcessPool traceback)."""
+    import json
+
+    from tb_diagnostics.cli import main
+
+    root, big = log_dir
+    with killer(big, times=100):
+        rc = main(["report", str(root), "--format", "json", "--workers", "2", "--no-cache"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    spans = [s for r in json.loads(out)["runs"] for w in r["workers"] for s in w["spans"]]
+    assert len(spans) == 6
+    errors = {s["file"]: s["errors"] for s in spans if s["errors"]}
+    assert list(errors) == [f"run/{big.name}"]
+    assert "killed (SIGKILL: out of memory?)" in errors[f"run/{big.name}"][0]
