@@ -207,6 +207,10 @@ def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_root
             except BrokenProcessPool:
                 lost.add(k)
                 continue
+            except Exception as exc:  # the job itself failed (a result that does not unpickle)
+                _log.debug("the job of %s failed", files[k].relpath, exc_info=True)
+                summary = _failed(files[k], f"could not be analysed ({type(exc).__name__}: "
+                                            f"{exc})")
             finished(files[k], summary)
     finally:
         pool.shutdown(cancel_futures=True)
@@ -227,8 +231,6 @@ def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
     from multiprocessing import get_context
     from multiprocessing.connection import wait
 
-    from tb_diagnostics.report.document import span_document
-
     ctx = get_context("spawn")
     pending = list(files)
     running: dict[Any, tuple[Any, SpanFile]] = {}  # result pipe → (process, file)
@@ -247,11 +249,18 @@ def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
                 summary = recv.recv()
             except (EOFError, OSError):
                 proc.join()
-                summary = span_document(f, None, f"{f.relpath}: {_death(proc.exitcode)}")
+                summary = _failed(f, _death(proc.exitcode))
             else:
                 proc.join()
             recv.close()
             finished(f, summary)
+
+
+def _failed(f: SpanFile, problem: str) -> dict[str, Any]:
+    """The span's document with one error line, ``problem`` in words."""
+    from tb_diagnostics.report.document import span_document
+
+    return span_document(f, None, f"{f.relpath}: {problem}")
 
 
 def _death(exitcode: int | None) -> str:
