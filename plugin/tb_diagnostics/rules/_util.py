@@ -225,29 +225,34 @@ def fmt_flops(x: float) -> str:
     return f"{x:.0f} FLOP"
 
 
-def _windows_of(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> list[int] | None:
-    """Window indices of ``steps`` (None: all windows, and when none of them is a window)."""
-    if steps is None:
-        return None
-    wanted = set(steps)
-    return [k for k, w in enumerate(analysis.windows) if w.step in wanted] or None
+def _windows_of(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> list[int]:
+    """Window indices of ``steps``; None, or steps none of which is a window: the warm
+    windows, the ones the what-if section reads."""
+    if steps is not None:
+        wanted = set(steps)
+        picked = [k for k, w in enumerate(analysis.windows) if w.step in wanted]
+        if picked:
+            return picked
+    return warm_steps(analysis).index.tolist()
 
 
-def replayed_saving(analysis: SpanAnalysis, change_id: str,
-                    steps: Sequence[int | None] | None = None) -> float | None:
-    """The replayed saving of a projected change (``views.whatif``): the median per step
-    over the windows of ``steps`` (all windows when None), never below zero; None when
-    the change does not apply to the span."""
+def replayed_saving(analysis: SpanAnalysis, change_id: str) -> float | None:
+    """The saving of a projected change (``views.whatif``) as its what-if card gives it:
+    the median per step over the warm windows, never below zero; None when the change
+    does not apply to the span. A finding that proposes the change claims this number,
+    so the finding and the card never disagree (where the steps' savings differ widely,
+    the card adds their total)."""
     from tb_diagnostics.analysis.views.whatif import projection
 
     p = projection(analysis, change_id)
-    return None if p is None else max(p.saving(_windows_of(analysis, steps)), 0.0)
+    return None if p is None else max(p.saving(_windows_of(analysis, None)), 0.0)
 
 
 def change_saving(analysis: SpanAnalysis, change: object,
                   steps: Sequence[int | None] | None = None) -> float | None:
     """The replayed saving of ``change`` (a ``replay.engine.Change``, or None: no saving
-    to replay), as :func:`replayed_saving` reads a projection's."""
+    to replay): the median per step over the windows of ``steps`` (the warm windows when
+    None), never below zero."""
     if change is None:
         return None
     from tb_diagnostics.analysis.views.whatif import median_saving, replayed

@@ -31,6 +31,8 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.warmth import (
+    COLD_DEAD_RATIO,
+    COLD_MIN_DEAD_US,
     COLD_MIN_EXCESS_US,
     COLD_RATIO,
     dead_windows,
@@ -42,33 +44,17 @@ from tb_diagnostics.rules.base import Finding, Rule, evidence
 
 @dataclass(frozen=True)
 class Thresholds:
+    """The warmth view's (``analysis.views.warmth``): which step is cold is decided there,
+    once, so this finding, the steps' ``cold`` field and every warm-step figure agree."""
+
     #: First step at least this many times the median of the rest...
     ratio: float = COLD_RATIO
     #: ...and at least this much longer (µs).
     min_excess_us: float = COLD_MIN_EXCESS_US
     #: A first-step dead window this many times the label's warm median is cold...
-    dead_ratio: float = 10.0
+    dead_ratio: float = COLD_DEAD_RATIO
     #: ...when it is at least this long (µs; the guide's cold window was 228 µs).
-    min_dead_us: float = 50.0
-
-
-def _cold_dead_window(analysis: SpanAnalysis, th: Thresholds) -> tuple[int, float, float]:
-    """(label row, its dead µs, warm median µs) of the worst cold label of step 0, or -1."""
-    m = analysis.model
-    dw = dead_windows(analysis)
-    best = (-1, 0.0, 0.0)
-    first = np.flatnonzero((dw.window == 0) & ~np.isnan(dw.dead_us))
-    for i in first.tolist():
-        name = m.name[dw.annotation[i]]
-        warm = (dw.window > 0) & (m.name[dw.annotation] == name) & ~np.isnan(dw.dead_us)
-        if not warm.any():
-            continue
-        med = float(np.median(dw.dead_us[warm]))
-        d = float(dw.dead_us[i])
-        if d >= th.min_dead_us and d >= th.dead_ratio * max(med, 1e-3) and d - med > best[1] - \
-                best[2]:
-            best = (int(dw.annotation[i]), d, med)
-    return best
+    min_dead_us: float = COLD_MIN_DEAD_US
 
 
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
@@ -76,12 +62,12 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if len(windows) < 2 or not len(analysis.host_steps):
         return []
     sw = step_walls(analysis)
+    if not sw.cold[0]:
+        return []
     rest = sw.rest_median
     first = float(sw.wall[0])
-    cold_wall = first >= th.ratio * rest and first - rest >= th.min_excess_us
-    label, dead, warm_dead = _cold_dead_window(analysis, th)
-    if not cold_wall and label < 0:
-        return []
+    cold_wall = sw.cold_wall
+    label, dead, warm_dead = sw.cold_dead
     m = analysis.model
     w0 = windows[0]
     parts = []

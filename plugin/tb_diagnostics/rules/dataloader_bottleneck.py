@@ -90,8 +90,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         rule=RULE.id, severity="critical" if share >= th.high_share else RULE.severity,
         title=RULE.title, message=message, steps=named, evidence=ev,
         # What the step would take without the wait, replayed: the device may still be
-        # busy with the previous step's work, so it is less than the idle time.
-        savings_us=replayed_saving(analysis, "input", named),
+        # busy with the previous step's work, so it is less than the idle time. The
+        # `input` what-if card's number: its median over the warm steps.
+        savings_us=replayed_saving(analysis, "input"),
         confirm=("time a loop that only iterates the DataLoader (no model): if one batch "
                  "takes about this long, loading is the bottleneck; the input share should "
                  "fall when num_workers > 0"))]

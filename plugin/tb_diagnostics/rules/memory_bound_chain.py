@@ -84,7 +84,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         ops_text += f" → … ({len(sig)} ops)"
     time = sum(c.time_us for c in chains) / n
     moved = sum(c.bytes for c in chains) / n
-    replayed = replayed_saving(analysis, "fusion", step_numbers(analysis, {c.step for c in chains}))
+    replayed = replayed_saving(analysis, "fusion")  # the `fusion` what-if card's number
     ev = [evidence(analysis, r, "kernel of a memory-bound chain") for r in example.kernels]
     ev += [evidence(analysis, o, "op of the chain") for o in example.owners]
     steps = step_numbers(analysis, {c.step for c in chains})

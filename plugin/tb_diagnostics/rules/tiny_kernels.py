@@ -109,7 +109,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  "device work; "
                  f"the device is busy {fmt_pct(float(busy[hit].mean()))}.{graph_note}"),
         # Replayed with the step's launches as CUDA graphs.
-        steps=steps, evidence=ev, savings_us=replayed_saving(analysis, "graphs", steps),
+        steps=steps, evidence=ev, savings_us=replayed_saving(analysis, "graphs"),
         confirm=("double the batch size: if the step time barely moves, the step was bound "
                  "by launches, not by the kernels"))]
 

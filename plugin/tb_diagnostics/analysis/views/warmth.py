@@ -1,10 +1,26 @@
-"""Cold start: step walls without profiler time, and record_function dead windows.
+"""Cold start: step walls without profiler time, record_function dead windows, and
+which step ran cold: decided here, once, for every reader.
 
 The Hugging Face guide's "why does ProfilerStep#2 take so long?": the first
 profiled step pays one-time costs (cuBLAS handle and workspace, kernel
 selection, lazy module loading, allocator growth), visible as a step much wider
 than the rest and as a *dead window* between a ``record_function`` label's start
 and the first ``aten::`` op it dispatches (≈228 µs cold vs ≈5 µs warm there).
+
+**A step is cold** when it is the first of at least two profiled steps (or
+inferred iterations) and either
+
+- its wall, without the profiler's own device gaps, is at least
+  :data:`COLD_RATIO` × the median of the later steps and :data:`COLD_MIN_EXCESS_US`
+  longer (a *cold wall*), or
+- a ``record_function`` label in it waits at least :data:`COLD_DEAD_RATIO` × longer
+  for its first op than the same label's median in the later steps, and at least
+  :data:`COLD_MIN_DEAD_US` (a *cold dead window*).
+
+Only the first step can be cold; a span without steps has one window, never cold.
+``StepWalls.cold`` is that decision; the step documents' ``cold`` field, the
+``cold-start-step`` finding, the rules' warm steps (``rules._util.warm_steps``), the
+headline, the what-if section, the compare and the tab's step chart all read it.
 """
 
 from __future__ import annotations
@@ -24,6 +40,10 @@ COLD_RATIO = 1.5
 #: ...and at least this much longer in absolute terms (µs), so that 40 µs steps
 #: jittering by 30 µs are not "cold".
 COLD_MIN_EXCESS_US = 100.0
+#: A first-step dead window this many times the same label's warm median is cold...
+COLD_DEAD_RATIO = 10.0
+#: ...when it is at least this long (µs; the guide's cold window was 228 µs).
+COLD_MIN_DEAD_US = 50.0
 
 
 @dataclass(frozen=True)
@@ -32,8 +52,12 @@ class StepWalls:
 
     wall: np.ndarray  # µs, wall minus artefact device gaps
     artefact_us: np.ndarray  # µs removed per window
-    cold: np.ndarray  # bool per window: the cold first step (only the first can be)
+    cold: np.ndarray  # bool per window: the cold first step (see the module doc)
     rest_median: float  # median wall of windows 1.. (NaN with fewer than 2)
+    cold_wall: bool  # the first step's wall made it cold
+    #: The first step's coldest dead window: (label row, its µs, the label's warm median
+    #: µs), the row -1 when none is cold.
+    cold_dead: tuple[int, float, float]
 
     @property
     def warm(self) -> np.ndarray:
@@ -49,9 +73,34 @@ def step_walls(analysis: SpanAnalysis) -> StepWalls:
     wall = np.maximum(hi - lo - art, 0.0)
     cold = np.zeros(wall.shape[0], dtype=bool)
     rest = float(np.median(wall[1:])) if wall.shape[0] > 1 else float("nan")
+    cold_wall, dead = False, (-1, 0.0, 0.0)
     if len(analysis.host_steps) and wall.shape[0] > 1:
-        cold[0] = wall[0] >= COLD_RATIO * rest and wall[0] - rest >= COLD_MIN_EXCESS_US
-    return StepWalls(wall=wall, artefact_us=art, cold=cold, rest_median=rest)
+        cold_wall = bool(wall[0] >= COLD_RATIO * rest and wall[0] - rest >= COLD_MIN_EXCESS_US)
+        dead = cold_dead_window(analysis)
+        cold[0] = cold_wall or dead[0] >= 0
+    return StepWalls(wall=wall, artefact_us=art, cold=cold, rest_median=rest,
+                     cold_wall=cold_wall, cold_dead=dead)
+
+
+def cold_dead_window(analysis: SpanAnalysis, dead_ratio: float = COLD_DEAD_RATIO,
+                     min_dead_us: float = COLD_MIN_DEAD_US) -> tuple[int, float, float]:
+    """(label row, its dead µs, the label's warm median µs) of the first step's label whose
+    dead window is cold and exceeds its warm median the most; the row is -1 when none is."""
+    m = analysis.model
+    dw = dead_windows(analysis)
+    best = (-1, 0.0, 0.0)
+    first = np.flatnonzero((dw.window == 0) & ~np.isnan(dw.dead_us))
+    for i in first.tolist():
+        name = m.name[dw.annotation[i]]
+        warm = (dw.window > 0) & (m.name[dw.annotation] == name) & ~np.isnan(dw.dead_us)
+        if not warm.any():
+            continue
+        med = float(np.median(dw.dead_us[warm]))
+        d = float(dw.dead_us[i])
+        if d >= min_dead_us and d >= dead_ratio * max(med, 1e-3) and \
+                d - med > best[1] - best[2]:
+            best = (int(dw.annotation[i]), d, med)
+    return best
 
 
 @dataclass(frozen=True)
