@@ -1,6 +1,7 @@
 """A cold report of many small traces with the cache against one without (issue 22, case 7).
 
     python bench/run_cache_many.py [--files 20000] [--runs 100] [--workers N] [--warm]
+                                   [--repeat R]
 
 Writes ``--files`` small valid traces (two ``ProfilerStep#`` windows, a few ops and
 kernel launches: about 3 KB each) into a temporary log dir, then times, each as a whole
@@ -8,7 +9,9 @@ kernel launches: about 3 KB each) into a temporary log dir, then times, each as 
 empty cache (cold: every file parsed, analysed and written to the cache), and with
 ``--warm`` once more on that cache. Prints the wall times, the peak RSS of the
 processes and the ratio cold/no-cache (the issue's target: at most 1.2× at 20,000
-files). The no-cache run goes first, so both read the traces from the page cache.
+files). The no-cache run goes first, so both read the traces from the page cache;
+``--repeat R`` alternates the pair R times (a fresh cache each time) and keeps each
+one's fastest, for a machine that others share.
 Nothing outside the temporary directory is read or written.
 """
 
@@ -83,6 +86,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=100, help="run directories the files go in")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--warm", action="store_true", help="also time a warm report")
+    ap.add_argument("--repeat", type=int, default=1, help="alternate the pair this often")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tbd-cache-many-"))
     try:
@@ -90,22 +94,34 @@ def main() -> int:
         t0 = time.perf_counter()
         write_logdir(logdir, args.files, min(args.runs, args.files))
         print(f"{args.files} traces written in {time.perf_counter() - t0:.1f} s")
-        env = dict(os.environ, TB_DIAGNOSTICS_CACHE=str(tmp / "cache"),
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "plugin"),
-                                                            os.environ.get("PYTHONPATH")])))
         extra = ["--workers", str(args.workers)] if args.workers else []
-        rows = [("--no-cache", *timed_report(logdir, env, [*extra, "--no-cache"]))]
-        rows.append(("cache, cold", *timed_report(logdir, env, extra)))
-        if args.warm:
-            rows.append(("cache, warm", *timed_report(logdir, env, extra)))
+        best: dict[str, tuple[float, int, int]] = {}
+
+        def keep(name: str, result: tuple[float, int, int]) -> None:
+            if name in best and best[name][1]:
+                return  # a failure stays shown
+            if name not in best or result[0] < best[name][0] or result[1]:
+                best[name] = result
+
+        for r in range(max(1, args.repeat)):
+            cache = tmp / f"cache{r}"
+            env = dict(os.environ, TB_DIAGNOSTICS_CACHE=str(cache),
+                       PYTHONPATH=os.pathsep.join(filter(None, [
+                           str(REPO / "plugin"), os.environ.get("PYTHONPATH")])))
+            keep("--no-cache", timed_report(logdir, env, [*extra, "--no-cache"]))
+            keep("cache, cold", timed_report(logdir, env, extra))
+            if args.warm:
+                keep("cache, warm", timed_report(logdir, env, extra))
+            n_entries = sum(1 for p in cache.glob("tb-diagnostics-cache-v*/*") if p.is_dir())
+            shutil.rmtree(cache, ignore_errors=True)
+        rows = [(name, *result) for name, result in best.items()]
         print(f"{'report':<14}{'wall s':>9}{'rc':>4}{'peak RSS MiB (so far)':>24}")
         for name, wall, rc, peak in rows:
             print(f"{name:<14}{wall:>9.1f}{rc:>4}{peak:>24}")
         ratio = rows[1][1] / rows[0][1]
         print(f"cold with cache / --no-cache: {ratio:.2f}x (target at most 1.2x)")
-        n_entries = sum(1 for _ in (tmp / "cache").glob("tb-diagnostics-cache-v*/*")
-                        if _.is_dir())
-        print(f"cache entries: {n_entries}")
+        # More entries than files: the package's code changed between the runs (the key).
+        print(f"cache entries after the last run: {n_entries}")
         return 0 if all(r[2] == 0 for r in rows) else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -383,9 +384,9 @@ def test_stale_temporaries_of_its_own_are_swept_and_young_ones_kept(tmp_path):
     cache = TraceCache(tmp_path / "cache")
     engine.span_summary(ld.files[0], cache=cache)
     store = cache.store
-    old_dir = Path(cache_module.tempfile.mkdtemp(dir=store, prefix=cache_module.TMP_PREFIX,
+    old_dir = Path(tempfile.mkdtemp(dir=store, prefix=cache_module.TMP_PREFIX,
                                                  suffix=".tmp"))
-    young_dir = Path(cache_module.tempfile.mkdtemp(dir=store, prefix=cache_module.TMP_PREFIX,
+    young_dir = Path(tempfile.mkdtemp(dir=store, prefix=cache_module.TMP_PREFIX,
                                                    suffix=".tmp"))
     (entry,) = [d for d, _, _ in cache.entries()]
     old_file = entry / f"{cache_module.TMP_PREFIX}x.tmp"

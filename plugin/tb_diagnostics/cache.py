@@ -47,9 +47,7 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +59,19 @@ from typing import Any
 import msgspec
 
 from tb_diagnostics.cache_format import model_from_buffer, model_parts
+from tb_diagnostics.cache_store import (
+    CACHE_FORMAT,
+    MARKER_NAME,
+    STALE_TMP_S,
+    STORE_NAME,
+    TMP_PREFIX,
+    claim_store,
+    evict_oldest,
+    is_marked,
+    publish,
+    replace_file,
+    scan_store,
+)
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.output import decode_json, encode_json
 from tb_diagnostics.storage import is_local, local_path
@@ -69,27 +80,15 @@ from tb_diagnostics.trace.model import TraceModel
 _log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 4 << 30
-#: Bumped whenever an entry's layout changes (with the code fingerprint, which changes
-#: with any code, it keeps entries of another layout from ever being read).
-CACHE_FORMAT = 3
-#: The cache's own directory inside the root: the only place it writes or deletes.
-STORE_NAME = f"tb-diagnostics-cache-v{CACHE_FORMAT}"
-MARKER_NAME = "CACHEDIR.TAG"
-MARKER_TEXT = (b"Signature: 8a477f597d28d172789f06886806bc55\n"
-               b"# This directory is a cache of parsed traces written by tb-diagnostics.\n"
-               b"# Its entries may be deleted at any time; see https://bford.info/cachedir/\n")
-#: Every temporary the cache makes (directories in the store, files in an entry).
-TMP_PREFIX = ".tbd-"
-_TMP_SUFFIX = ".tmp"
-_ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
-#: Temporaries of a writer killed mid-write are swept once they are this old.
-STALE_TMP_S = 3600.0
 #: The share of the bound one process may write between two scans (see the docstring).
 HEADROOM = 0.1
 MIN_WRITES_PER_SCAN = 64
 #: A full disk or quota: writing again would only fail again.
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 MODEL_FILE = "model.bin"
+__all__ = ["CACHE_FORMAT", "MODEL_FILE", "STALE_TMP_S", "STORE_NAME", "TMP_PREFIX",
+           "CacheLocationError", "TraceCache", "cache_for_logdir", "default_cache_dir",
+           "digest"]
 
 
 class CacheLocationError(ValueError):
@@ -184,6 +183,7 @@ class TraceCache:
         self.root = Path(root) if root is not None else default_cache_dir()
         self.max_bytes = max_bytes
         self.store = self.root / STORE_NAME
+        self._books_key = os.path.abspath(self.store)
 
     @staticmethod
     def for_logdir_or_none(logdir: str | None) -> TraceCache | None:
@@ -205,9 +205,11 @@ class TraceCache:
 
     @property
     def _books(self) -> _Books:
-        key = os.path.abspath(self.store)
+        books = _BOOKS.get(self._books_key)
+        if books is not None:
+            return books
         with _BOOKS_LOCK:
-            return _BOOKS.setdefault(key, _Books())
+            return _BOOKS.setdefault(self._books_key, _Books())
 
     # ---- models --------------------------------------------------------------
     def get_model(self, f: SpanFile) -> TraceModel | None:
@@ -239,12 +241,11 @@ class TraceCache:
         if parts is None:
             return
 
-        def write(tmp: Path) -> None:
+        def write(tmp: Path) -> int:
             with open(tmp / MODEL_FILE, "wb") as fh:
-                for p in parts:
-                    fh.write(p)
+                return sum(fh.write(p) for p in parts)
 
-        self._guarded(lambda: self._publish(d, write))
+        self._guarded(lambda: publish(self.store, d, write))
 
     # ---- results -------------------------------------------------------------
     def get_results(self, f: SpanFile, variant: str) -> Any | None:
@@ -281,9 +282,10 @@ class TraceCache:
         data = _results_head(body) + b"\n" + body
         name = f"results-{variant}.json"
         if d.is_dir():
-            self._guarded(lambda: self._replace_file(d, name, data))
+            self._guarded(lambda: replace_file(d, name, data))
         else:  # a new entry holding just these results: published whole, as models are
-            self._guarded(lambda: self._publish(d, lambda tmp: (tmp / name).write_bytes(data)))
+            self._guarded(lambda: publish(
+                self.store, d, lambda tmp: (tmp / name).write_bytes(data)))
 
     # ---- writing ---------------------------------------------------------------
     def _writable(self) -> bool:
@@ -293,7 +295,7 @@ class TraceCache:
             return False
         if b.owned is None:
             try:
-                b.owned = self._claim_store()
+                b.owned = claim_store(self.store)
             except OSError as exc:
                 if exc.errno in _FULL:
                     self._turn_off(exc)
@@ -303,36 +305,6 @@ class TraceCache:
                 self._warn_once(f"{self.store} exists but holds no {MARKER_NAME} of "
                                 "tb-diagnostics; it is not the cache's: caching is off")
         return bool(b.owned)
-
-    def _claim_store(self) -> bool:
-        """Create the store with its marker, or find it marked; False when a directory of
-        that name is someone else's (unmarked and not empty)."""
-        self.store.mkdir(parents=True, exist_ok=True)
-        if self._marked():
-            return True
-        others = [n for n in os.listdir(self.store) if not _is_tmp(n)]
-        if MARKER_NAME in others:
-            return self._marked()  # another process has just written it
-        if others:
-            return False
-        # Written whole under a temporary name, then linked: a reader never sees half of it.
-        fd, tmp = tempfile.mkstemp(dir=self.store, prefix=TMP_PREFIX, suffix=_TMP_SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(MARKER_TEXT)
-            with contextlib.suppress(FileExistsError):
-                os.link(tmp, self.store / MARKER_NAME)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        return self._marked()
-
-    def _marked(self) -> bool:
-        try:
-            with open(self.store / MARKER_NAME, "rb") as fh:
-                return fh.read(len(MARKER_TEXT) + 1) == MARKER_TEXT
-        except OSError:
-            return False
 
     def _guarded(self, write: Callable[[], int]) -> None:
         """Run a write; on a full disk turn writing off for this process (one warning)."""
@@ -357,47 +329,6 @@ class TraceCache:
                 return
             b.warned = True
         _log.warning("tb-diagnostics: %s", message)
-
-    def _replace_file(self, d: Path, name: str, data: bytes) -> int:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=TMP_PREFIX, suffix=_TMP_SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, d / name)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return len(data)
-
-    def _publish(self, d: Path, write: Callable[[Path], None]) -> int:
-        """Write an entry's files into a temporary directory, then rename it into place (or
-        add its files to the entry another process published meanwhile); the bytes added."""
-        tmp = Path(tempfile.mkdtemp(dir=self.store, prefix=TMP_PREFIX, suffix=_TMP_SUFFIX))
-        moved: list[Path] = []
-        try:
-            write(tmp)
-            written = sum(p.stat().st_size for p in tmp.iterdir())
-            try:
-                os.rename(tmp, d)
-                return written
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-            # Another process built the same entry meanwhile (or results came first):
-            # keep its files, add ours where missing, each whole by one rename.
-            for p in tmp.iterdir():
-                if not (d / p.name).exists():
-                    os.replace(p, d / p.name)
-                    moved.append(d / p.name)
-            return written
-        except BaseException:
-            for p in moved:  # no half of a model left in someone else's entry
-                with contextlib.suppress(OSError):
-                    p.unlink()
-            raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _touch(self, d: Path) -> None:
         try:
@@ -432,7 +363,7 @@ class TraceCache:
 
     def entries(self) -> list[tuple[Path, int, float]]:
         """(entry, bytes, last use) of every complete entry."""
-        return self._scan(sweep_before=None)
+        return scan_store(self.store, sweep_before=None)
 
     def size(self) -> int:
         return sum(s for _, s, _ in self.entries())
@@ -442,56 +373,7 @@ class TraceCache:
         ``STALE_TMP_S``; a live writer's are younger) and evict least recently used entries
         down to ``1 - HEADROOM`` of the bound once it is passed; (bytes, entries) left.
         Does nothing to a store without the marker."""
-        if not self._marked():
+        if not is_marked(self.store):
             return 0, 0
-        entries = self._scan(sweep_before=time.time() - STALE_TMP_S)
-        total = sum(s for _, s, _ in entries)
-        left = len(entries)
-        target = self.max_bytes * (1 - HEADROOM)
-        if total > target:
-            for d, s, _ in sorted(entries, key=lambda e: e[2]):
-                if total <= target:
-                    break
-                shutil.rmtree(d, ignore_errors=True)
-                total -= s
-                left -= 1
-        return total, left
-
-    def _scan(self, sweep_before: float | None) -> list[tuple[Path, int, float]]:
-        """The store's entries; with ``sweep_before``, its temporaries older than that go."""
-        out: list[tuple[Path, int, float]] = []
-        try:
-            listing = list(os.scandir(self.store))
-        except OSError:
-            return out
-        for e in listing:
-            try:
-                if _ENTRY_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
-                    size = _entry_size(Path(e.path), sweep_before)
-                    out.append((Path(e.path), size, e.stat(follow_symlinks=False).st_mtime))
-                elif (sweep_before is not None and _is_tmp(e.name)
-                      and e.stat(follow_symlinks=False).st_mtime < sweep_before):
-                    if e.is_dir(follow_symlinks=False):
-                        shutil.rmtree(e.path, ignore_errors=True)
-                    else:
-                        os.unlink(e.path)
-            except OSError:
-                continue  # evicted or swept by another process meanwhile
-        return out
-
-
-def _is_tmp(name: str) -> bool:
-    return name.startswith(TMP_PREFIX) and name.endswith(_TMP_SUFFIX)
-
-
-def _entry_size(d: Path, sweep_before: float | None) -> int:
-    size = 0
-    with os.scandir(d) as it:
-        for e in it:
-            st = e.stat(follow_symlinks=False)
-            if sweep_before is not None and _is_tmp(e.name) and st.st_mtime < sweep_before:
-                with contextlib.suppress(OSError):
-                    os.unlink(e.path)
-                continue
-            size += st.st_size
-    return size
+        entries = scan_store(self.store, sweep_before=time.time() - STALE_TMP_S)
+        return evict_oldest(entries, self.max_bytes * (1 - HEADROOM))
