@@ -139,12 +139,19 @@ def test_a_directory_without_the_marker_is_never_written_or_evicted(tmp_path, ca
     victim.mkdir()
     (victim / "model.json").write_text("{}")
     os.utime(victim, (OLD, OLD))
-    before = snapshot(root)
     ld = write_run(tmp_path / "logs", n_files=2)
     tiny = TraceCache(root, max_bytes=1)
+    # Someone's files where this cache would look for the first trace's entry: not
+    # what it wrote, so a miss, and still not deleted as damage.
+    theirs = tiny.entry(ld.files[0])
+    theirs.mkdir()
+    (theirs / "model.bin").write_bytes(b"their data")
+    (theirs / f"results-{engine.thresholds_variant(None)}.json").write_bytes(b"theirs too")
+    before = snapshot(root)
     with caplog.at_level(logging.WARNING, logger="tb_diagnostics"):
         for f in ld.files:
             engine.span_summary(f, cache=tiny)
+            engine.open_model(f, tiny)
     assert snapshot(root) == before
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
 

@@ -227,8 +227,10 @@ class TraceCache:
         except Exception:  # any damage (a cut file, an edited header) is a miss
             model = None
         if model is None:
-            # A damaged entry is dropped, so that the next put writes it anew.
-            shutil.rmtree(d, ignore_errors=True)
+            # A damaged entry is dropped, so that the next put writes it anew (only from
+            # a store that is marked as the cache's: nothing else is ever deleted).
+            if is_marked(self.store):
+                shutil.rmtree(d, ignore_errors=True)
             return None
         self._touch(d)
         return model
@@ -267,8 +269,9 @@ class TraceCache:
             except msgspec.DecodeError:
                 ok = False
         if not ok or not isinstance(data, dict):
-            with contextlib.suppress(OSError):
-                p.unlink()
+            if is_marked(self.store):
+                with contextlib.suppress(OSError):
+                    p.unlink()
             return None
         self._touch(d)
         return data
