@@ -26,3 +26,17 @@ def test_fires_with_the_spread(builder):
 def test_silent_when_stable(builder):
     _steps(builder, [600, 610, 605, 600])
     assert RULE.run(builder.analysis()) == []
+
+
+def test_kernels_launched_before_the_window_do_not_break_it(builder):
+    # A trace whose record window opened while the device still ran work queued earlier:
+    # those kernels have no launch event and no External id (2 of them run in step 1, 1 in
+    # step 2, so their counts per step differ). It raised IndexError on this ("no kernel
+    # left to compare"); nothing is compared, so nothing is found.
+    for s in range(3):
+        builder.step(s + 1, s * 1000, 999)
+        builder.op("aten::relu", s * 1000 + 10, 5)
+    builder.kernel("cutlass_80_tensorop_gemm", 10, 120, None)
+    builder.kernel("cutlass_80_tensorop_gemm", 140, 120, None)
+    builder.kernel("cutlass_80_tensorop_gemm", 1010, 120, None)
+    assert RULE.run(builder.analysis()) == []

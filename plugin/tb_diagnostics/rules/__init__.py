@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import cache
 
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -17,7 +18,8 @@ from tb_diagnostics.discovery import by_unique_id, discover
 from tb_diagnostics.names import shorten_name
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 
-__all__ = ["Evidence", "Finding", "Rule", "all_rules", "distinct", "evidence", "run_rules"]
+__all__ = ["Evidence", "Finding", "Findings", "Rule", "RuleFailure", "all_rules", "distinct",
+           "evidence", "run_rules"]
 
 _log = logging.getLogger(__name__)
 
@@ -28,24 +30,46 @@ def all_rules() -> tuple[Rule, ...]:
     return by_unique_id(discover(__name__, __path__, "RULE", Rule), "rule")
 
 
-def run_rules(analysis: SpanAnalysis, rules: tuple[Rule, ...] | None = None) -> list[Finding]:
+@dataclass(frozen=True)
+class RuleFailure:
+    """A rule that raised on a span: a bug in that rule, not a property of the trace."""
+
+    rule: str
+    error: str  # ``IndexError: index 0 is out of bounds for axis 0 with size 0``
+
+    @property
+    def note(self) -> str:
+        """The span note that says so: ``rule kernel-duration-variance could not run: …``."""
+        return f"rule {self.rule} could not run: {self.error}"
+
+
+class Findings(list[Finding]):
+    """The findings of a span, sorted, and the rules that could not run on it
+    (``failures``): the report lists those in the span's notes, never in silence."""
+
+    def __init__(self, findings: Iterable[Finding] = (),
+                 failures: Iterable[RuleFailure] = ()) -> None:
+        super().__init__(findings)
+        self.failures: list[RuleFailure] = list(failures)
+
+
+def run_rules(analysis: SpanAnalysis, rules: tuple[Rule, ...] | None = None) -> Findings:
     """Run every rule on one span; findings sorted by severity, then estimated savings.
 
-    A rule that raises is a bug in that rule, not in the user's trace: it is
-    logged and reported as an internal finding rather than losing the rest.
+    A rule that raises is a bug in that rule, not in the user's trace: it costs
+    only that rule's findings. It is recorded in ``failures`` (one line, the rule
+    id and the error, which the span document adds to its notes) and its
+    traceback is logged at DEBUG (``--debug`` prints it).
     """
     out: list[Finding] = []
+    failures: list[RuleFailure] = []
     for rule in rules if rules is not None else all_rules():
         try:
             out.extend(rule.run(analysis))
         except Exception as exc:  # isolate one rule's bug from the rest of the report
             _log.debug("rule %s failed on %s", rule.id, analysis.model.path, exc_info=True)
-            out.append(Finding(
-                rule=rule.id, severity="info", title=f"{rule.title}: not evaluated",
-                message=f"the rule failed on this trace ({type(exc).__name__}: {exc})",
-                steps=[], evidence=[], savings_us=None,
-                confirm="please report this trace to the tb-diagnostics issue tracker"))
-    return sorted(distinct(out), key=lambda f: f.sort_key)
+            failures.append(RuleFailure(rule.id, f"{type(exc).__name__}: {exc}"))
+    return Findings(sorted(distinct(out), key=lambda f: f.sort_key), failures)
 
 
 def distinct(findings: list[Finding]) -> list[Finding]:

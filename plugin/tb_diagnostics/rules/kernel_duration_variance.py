@@ -6,7 +6,8 @@ What it detects
     the same point of the program in every step (only kernels launched equally
     often in every step are compared, so the k-th launches line up).
     Communication kernels (NCCL/RCCL), whose duration includes waiting for
-    their peers, are left out. Across the warm steps (the cold first step is
+    their peers, are left out, and so are kernels whose launch is not in the
+    trace (queued before the record window opened). Across the warm steps (the cold first step is
     left out) its durations are compared; a kernel whose
     slowest instance is at least ``ratio`` × its fastest, ``min_spread_us``
     apart, with a median of at least ``min_median_us``, varies. One finding per
@@ -73,7 +74,14 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         return []
     m = analysis.model
     ok &= ~np.isin(ki.name, _collective_ids(analysis))
+    # A kernel whose launch is not in the trace (queued before the record window opened)
+    # is at no point of the step's program: its "k-th launch" lines up with nothing.
+    launched = m.launcher[ki.rows] >= 0
+    if launched.any():
+        ok &= launched
     ok &= _stable_counts(ki, ok)
+    if ok.sum() < th.min_steps:  # nothing left to compare
+        return []
     rows, name, shape, ordinal = ki.rows[ok], ki.name[ok], ki.shape[ok], ki.ordinal[ok]
     dur = m.dur[rows]
     order = np.lexsort((dur, ordinal, shape, name))
