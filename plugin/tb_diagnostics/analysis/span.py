@@ -25,6 +25,7 @@ from tb_diagnostics.analysis.steps import (
 )
 from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict_of
 from tb_diagnostics.trace.categories import (
+    COMM_KERNEL,
     COMM_NAME,
     INPUT_NAME,
     PAGEABLE_DTOH,
@@ -202,6 +203,34 @@ class SpanAnalysis:
                 ends.append(e)
         return union(np.asarray(starts), np.asarray(ends))
 
+    @cached_property
+    def comm_kernel_rows(self) -> np.ndarray:
+        """Device activity rows that are collective kernels (NCCL/RCCL): they keep the
+        device "busy" while they mostly wait for the other ranks."""
+        m = self.model
+        acts = m.device_activity_rows
+        ids = [i for i, s in enumerate(m.strings) if COMM_KERNEL.search(s)]
+        if not ids:  # the common case: no collective kernel name at all, no scan
+            return acts[:0]
+        return acts[np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))]
+
+    @cached_property
+    def comm_kernel_intervals(self) -> Intervals:
+        m = self.model
+        rows = self.comm_kernel_rows
+        return union(m.start[rows], m.end[rows])
+
+    @cached_property
+    def compute_intervals(self) -> Intervals:
+        """When the device computes: busy time without the collective kernels. On a
+        CPU-only trace, the busy time itself (host collectives are not in it)."""
+        comm = self.comm_kernel_rows
+        if self.cpu_only or not comm.size:
+            return self.busy_intervals
+        m = self.model
+        other = m.without(m.device_activity_rows, comm)
+        return union(m.start[other], m.end[other])
+
     def window_activity_rows(self, index: int) -> np.ndarray:
         """Device activity rows charged to window ``index`` (all of them without steps)."""
         acts = self.model.device_activity_rows
@@ -247,6 +276,9 @@ class SpanAnalysis:
         wall = hi - lo
         busy_iv = self.busy_intervals
         busy = covered(busy_iv, lo, hi)
+        # Collectives are communication, not compute: the verdict reads compute only.
+        compute_iv = self.compute_intervals
+        compute = busy if compute_iv is busy_iv else np.minimum(covered(compute_iv, lo, hi), busy)
         # Each cause takes the idle time its intervals add to the ones before it, so
         # where host activities nest, the first of profiler, input, sync, comm, launch wins.
         with_profiler = busy_iv | self.profiler_intervals
@@ -274,6 +306,9 @@ class SpanAnalysis:
         has_steps = len(hs) > 0
         idle_cols = {c: np.maximum(v, 0.0).tolist() for c, v in idle.items()}
         busy_l, wall_l, lo_l, hi_l = busy.tolist(), wall.tolist(), lo.tolist(), hi.tolist()
+        compute_l = compute.tolist()
+        # The device ran only collectives: busy minus compute (compute lies inside busy).
+        alone_l = np.maximum(busy - compute, 0.0).tolist()
         step_l = hs.numbers.tolist() if has_steps else [None] * n
         row_l = hs.rows.tolist() if has_steps and not hs.inferred else [-1] * n
         host_lo_l = hs.host_start.tolist() if has_steps else lo_l
@@ -286,11 +321,11 @@ class SpanAnalysis:
         out = []
         for k in range(n):
             idle_k = {c: col[k] for c, col in idle_cols.items()}
-            busy_k = busy_l[k]
+            busy_k, compute_k, alone_k = busy_l[k], compute_l[k], alone_l[k]
             # The profiler's own time is labelled, and left out of the verdict.
             judged = wall_l[k] - idle_k["profiler"]
-            frac = busy_k / judged if judged > 0 else 0.0
-            cause = main_idle_cause(idle_k)
+            frac = compute_k / judged if judged > 0 else 0.0
+            cause = main_idle_cause(idle_k, alone_k)
             out.append(StepWindow(
                 index=k,
                 step=step_l[k],
@@ -301,6 +336,8 @@ class SpanAnalysis:
                 start=lo_l[k],
                 end=hi_l[k],
                 device_busy_us=busy_k,
+                compute_busy_us=compute_k,
+                exposed_collective_us=alone_k,
                 idle=idle_k,
                 verdict=verdict_of(frac, cause, th),
                 main_idle_cause=cause,

@@ -30,8 +30,13 @@ class StepWindow:
     host_end: float
     start: float  # the device-side partition [start, end)
     end: float
-    device_busy_us: float
-    idle: dict[str, float]  # input / sync / launch / other, µs
+    device_busy_us: float  # any device activity, collectives included
+    # Device activity that is not a collective kernel: what the verdict reads. On a
+    # CPU-only trace, the heavy op self time (device_busy_us: collectives are not in it).
+    compute_busy_us: float
+    # Collective kernels that no compute overlaps: device_busy_us - compute_busy_us.
+    exposed_collective_us: float
+    idle: dict[str, float]  # device idle µs: input / sync / comm / launch / other / profiler
     verdict: str
     main_idle_cause: str | None
     self_cpu_us: float
@@ -47,6 +52,10 @@ class StepWindow:
     @property
     def device_busy(self) -> float:
         return self.device_busy_us / self.wall_us if self.wall_us > 0 else 0.0
+
+    @property
+    def compute_busy(self) -> float:
+        return self.compute_busy_us / self.wall_us if self.wall_us > 0 else 0.0
 
 
 @dataclass(frozen=True)

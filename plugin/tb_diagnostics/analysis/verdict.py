@@ -1,33 +1,47 @@
 """What bounds a step: the verdict and its thresholds.
 
-The device is the thing that should be busy. When it is busy at least
-``compute_bound`` of the step, the step is *compute-bound*: only faster
-kernels (or less work) make it faster. When it is busy less than
-``low_busy``, the host made it wait, and the largest cause of the wait names
-the verdict. In between, the step is *mixed* and the largest cause is still
-reported.
+Compute is the thing the device should be busy with. A collective kernel
+(NCCL/RCCL) keeps the device "busy" too, but it mostly waits for the other
+ranks: it is communication, not compute. So the verdict reads ``compute_busy``,
+the share of the step in device activity that is not a collective.
+
+When compute covers at least ``compute_bound`` of the step, the step is
+*compute-bound*: only faster kernels (or less work) make it faster. When it
+covers less than ``low_busy``, the largest cause of the time that is not
+compute names the verdict. In between, the step is *mixed* and the largest
+cause is still reported.
+
+The time that is not compute splits, without overlap, into the device's idle
+time (each idle cause: input, sync, comm, launch, other, and the profiler's own
+time) and the time the device ran only collectives (``exposed_collective``:
+collective kernels that no compute overlaps). The *comm* cause is the sum of
+the two parts that are communication: the host blocked in a collective while
+the device sat idle (``idle["comm"]``) and collective kernels running alone.
+They are disjoint in time (one is device idle, the other device busy), so
+nothing is counted twice.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: device_busy at or above which a step is compute-bound (torch-tb-profiler and
+#: compute_busy at or above which a step is compute-bound (torch-tb-profiler and
 #: HTA call ≥ 80 % GPU utilisation "good"; see docs/anchors in the README).
 COMPUTE_BOUND = 0.80
-#: device_busy below which the dominant idle cause names the verdict.
+#: compute_busy below which the dominant cause names the verdict.
 LOW_BUSY = 0.50
 #: CPU-only traces: an op call whose self time reaches this many µs counts as
 #: device work; shorter calls are dominated by the fixed dispatch cost.
 CPU_HEAVY_SELF_US = 50.0
 
 IDLE_CAUSES = ("input", "sync", "comm", "launch", "other")
-#: The verdict each dominant idle cause gives below LOW_BUSY. "other" (the
-#: host recorded nothing) falls back to overhead: the device waited for work.
+#: The verdict each dominant cause gives below LOW_BUSY. "other" (the host
+#: recorded nothing) falls back to overhead: the device waited for work.
 CAUSE_VERDICT = {
     "input": "input-bound",
     "sync": "sync-bound",
-    # Host time blocked in a collective: waiting for the other ranks or the network.
+    # Waiting for the other ranks or the network: on the host in a collective while
+    # the device idles, or on the device in a collective kernel that no compute hides.
     "comm": "communication-bound",
     "launch": "overhead-bound",
     "other": "overhead-bound",
@@ -54,30 +68,43 @@ class Thresholds:
             raise ValueError("cpu_heavy_self_us must be >= 0")
 
 
-def main_idle_cause(idle: dict[str, float]) -> str | None:
-    """The largest idle cause; ties go to the earlier of input, sync, comm, launch, other.
+def cause_times(idle: dict[str, float], exposed_collective: float = 0.0) -> dict[str, float]:
+    """µs per cause of the time that is not compute: the idle causes, with the collective
+    kernels that ran alone (``exposed_collective``) added to ``comm``."""
+    out = {c: idle[c] for c in IDLE_CAUSES}
+    out["comm"] += exposed_collective
+    return out
 
-    The profiler's own time (``idle["profiler"]``, where present) is never a cause.
+
+def main_idle_cause(idle: dict[str, float], exposed_collective: float = 0.0) -> str | None:
+    """The largest cause of the time that is not compute; ties go to the earlier of input,
+    sync, comm, launch, other.
+
+    ``comm`` counts the host's waits in collectives (``idle["comm"]``) plus the collective
+    kernels no compute overlaps (``exposed_collective``). The profiler's own time
+    (``idle["profiler"]``, where present) is never a cause.
     """
+    times = cause_times(idle, exposed_collective)
     best, most = None, 0.0
     for c in IDLE_CAUSES:  # strictly greater: the earlier cause keeps a tie
-        if idle[c] > most:
-            best, most = c, idle[c]
+        if times[c] > most:
+            best, most = c, times[c]
     return best
 
 
-def verdict(device_busy: float, idle: dict[str, float], th: Thresholds) -> str:
-    """Classify one step from its busy fraction and idle breakdown (µs per cause).
+def verdict(compute_busy: float, idle: dict[str, float], th: Thresholds,
+            exposed_collective: float = 0.0) -> str:
+    """Classify one step from its compute fraction and the µs of each cause.
 
-    ``device_busy`` is taken over the step without the profiler's own time.
+    ``compute_busy`` is taken over the step without the profiler's own time.
     """
-    return verdict_of(device_busy, main_idle_cause(idle), th)
+    return verdict_of(compute_busy, main_idle_cause(idle, exposed_collective), th)
 
 
-def verdict_of(device_busy: float, cause: str | None, th: Thresholds) -> str:
+def verdict_of(compute_busy: float, cause: str | None, th: Thresholds) -> str:
     """:func:`verdict`, given the step's ``main_idle_cause`` already."""
-    if device_busy >= th.compute_bound:
+    if compute_busy >= th.compute_bound:
         return "compute-bound"
-    if device_busy < th.low_busy:
+    if compute_busy < th.low_busy:
         return CAUSE_VERDICT[cause or "other"]
     return "mixed"

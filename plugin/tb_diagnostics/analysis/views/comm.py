@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import Intervals, covered, union
+from tb_diagnostics.analysis.intervals import Intervals, covered
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.trace.categories import COMM_KERNEL
 
 #: Collectives listed per step in the span document (the first ones, in time order).
 MAX_COLLECTIVES = 5
@@ -44,11 +43,10 @@ class StepComm:
         return None if c <= 0 else max(0.0, min(1.0, 1.0 - float(self.exposed_us[k]) / c))
 
 
-@computed
 def comm_kernel_rows(analysis: SpanAnalysis) -> np.ndarray:
-    """Device activity rows that are NCCL/RCCL kernels."""
-    m = analysis.model
-    return np.intersect1d(m.rows_matching(COMM_KERNEL), m.device_activity_rows)
+    """Device activity rows that are NCCL/RCCL kernels (the span's view, shared with the
+    step windows, which keep them out of compute)."""
+    return analysis.comm_kernel_rows
 
 
 @computed
@@ -67,11 +65,9 @@ def collective_rows(analysis: SpanAnalysis) -> np.ndarray:
 
 
 def _device_intervals(analysis: SpanAnalysis) -> tuple[Intervals, Intervals]:
-    """(comm, compute) intervals: comm kernels vs every other device activity."""
-    m = analysis.model
-    comm = comm_kernel_rows(analysis)
-    other = np.setdiff1d(m.device_activity_rows, comm, assume_unique=True)
-    return union(m.start[comm], m.end[comm]), union(m.start[other], m.end[other])
+    """(comm, compute) intervals: comm kernels vs every other device activity (the same
+    intervals the step windows judge compute by, so the two never disagree)."""
+    return analysis.comm_kernel_intervals, analysis.compute_intervals
 
 
 @computed
