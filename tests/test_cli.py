@@ -12,7 +12,8 @@ from conftest import TraceBuilder
 from tb_diagnostics.cli import main
 
 STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "device_busy_us",
-             "device_busy", "idle", "verdict", "main_idle_cause", "self_cpu_us", "self_device_us",
+             "device_busy", "compute_busy_us", "compute_busy", "exposed_collective_us", "idle",
+             "verdict", "main_idle_cause", "self_cpu_us", "self_device_us",
              "ops", "kernels", "flags", "comm_us", "exposed_comm_us", "overlap",
              "flops", "achieved_tflops", "flop_utilisation", "flop_precision",
              "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"}

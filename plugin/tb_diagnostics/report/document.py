@@ -40,6 +40,12 @@ def step_document(w: StepWindow) -> dict[str, Any]:
         "wall_us": _us(w.wall_us),
         "device_busy_us": _us(w.device_busy_us),
         "device_busy": round(w.device_busy, 6),
+        # What the verdict reads: device activity that is not a collective kernel.
+        "compute_busy_us": _us(w.compute_busy_us),
+        "compute_busy": round(w.compute_busy, 6),
+        # Collective kernels no compute overlaps (device busy, not compute); with the idle
+        # causes they split the time that is not compute: compute + this + idle = wall.
+        "exposed_collective_us": _us(w.exposed_collective_us),
         "idle": {f"{c}_us": _us(v) for c, v in w.idle.items()},
         "verdict": w.verdict,
         "main_idle_cause": w.main_idle_cause,
