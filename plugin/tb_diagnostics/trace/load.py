@@ -54,12 +54,24 @@ def _open_error(shown: str, exc: OSError) -> TraceLoadError:
     return TraceLoadError(shown, f"cannot read file ({exc})")
 
 
+class ListingOutdated(TraceLoadError):
+    """The file is no longer the version a listing saw (another size or mtime): ``model``
+    is the file as it is now, read whole from one descriptor; the caller uses it but keeps
+    nothing under the listing's key (the same size and mtime may come back with the old
+    content). A caller that does not catch it reports the file as changed."""
+
+    def __init__(self, path: str, model: TraceModel) -> None:
+        super().__init__(path, "changed since the log dir was listed (it is read again "
+                               "once it is listed again)")
+        self.model = model
+
+
 def load_trace(url: str, display_path: str | None = None,
                expect: tuple[int | None, float | None] | None = None) -> TraceModel:
     """Open ``url`` read-only and build its model.
 
     ``expect`` is the (size, mtime) a listing saw: a local file that is no longer that
-    one is reported, so that nothing is kept under the listing's key. Raises
+    one raises :class:`ListingOutdated`, which holds its model. Raises
     :class:`TraceLoadError` (naming ``display_path`` or the URL) when the file cannot be
     read, is not a regular file, changes while it is read, or is not a usable trace.
     """
@@ -73,9 +85,7 @@ def load_trace(url: str, display_path: str | None = None,
     except OSError as exc:
         raise _open_error(shown, exc) from None
     with source:
-        if expect is not None and source.differs_from(*expect):
-            raise TraceLoadError(shown, "changed since the log dir was listed (it is read "
-                                        "again once it is listed again)")
+        outdated = expect is not None and source.differs_from(*expect)
         model = _load_on_cores(source, shown)
         if model is None:
             model = _load(lambda: contextlib.nullcontext(source.reader()), shown)
@@ -86,6 +96,8 @@ def load_trace(url: str, display_path: str | None = None,
     if changed:
         raise TraceLoadError(shown, "changed while it was being read (it is read again "
                                     "on the next look)")
+    if outdated:
+        raise ListingOutdated(shown, model)
     return model
 
 
