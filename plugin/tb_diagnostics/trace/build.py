@@ -172,27 +172,26 @@ class ModelBuilder:
             return column
 
         ext = link([a.external_id for a in args])
-        ext = np.where(ext >= 0, ext, link([a.external_id_lc for a in args]))
-        corr = link([a.correlation for a in args])
-        pyid = link([a.python_id for a in args])
-        pypar = link([NO_ID if a.python_parent_id is None else a.python_parent_id
-                      for a in args])
-        if renumbered:
-            self._count(_RENUMBERED, int(np.logical_or.reduce(renumbered).sum()))
         intern = self.intern
         name = intern.many([e.name for e in xs])
         self._put(
-            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name, corr=corr, ext=ext,
+            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name,
+            corr=link([a.correlation for a in args]),
+            ext=np.where(ext >= 0, ext, link([a.external_id_lc for a in args])),
             device=ints([a.device for a in args]),
             stream=ints([a.stream if type(a.stream) is int else ABSENT for a in args]),
             nbytes=np.asarray([a.nbytes for a in args], dtype=np.float64),
-            pyid=pyid, pypar=pypar,
+            pyid=link([a.python_id for a in args]),
+            pypar=link([NO_ID if a.python_parent_id is None else a.python_parent_id
+                        for a in args]),
             stack=intern.optional([a.call_stack for a in args]),
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
             concrete=self._concrete(name, args),
             shape=self._launch_shapes(args),
         )
+        if renumbered:
+            self._count(_RENUMBERED, int(np.logical_or.reduce(renumbered).sum()))
         if others:
             self.side.add(others)
 
@@ -297,13 +296,14 @@ class ModelBuilder:
             raise TraceLoadError(self.path, "the device events have no usable timestamps "
                                  f"(ts missing, not a number or absurd in all "
                                  f"{self.skipped_device} of them)")
-        if n:
-            longest = max(float(ts_abs.max() - ts_abs.min()), _LONGEST_PLAUSIBLE_US)
+        # The trace's extent is known only now: a max first, so that no mask is made
+        # (peak memory) unless some dur is absurd.
+        longest = max(float(ts_abs.max() - ts_abs.min()), _LONGEST_PLAUSIBLE_US) if n else 0.0
+        if n and float(dur.max()) > longest:
             absurd = dur > longest
-            if absurd.any():
-                self._count(_ABSURD_DUR, int(absurd.sum()))
-                dur = writable(dur)
-                dur[absurd] = 0.0
+            self._count(_ABSURD_DUR, int(absurd.sum()))
+            dur = writable(dur)
+            dur[absurd] = 0.0
         keys = list(self.lane_ids)
         lanes = [Lane(pid=str(p), tid=str(t), is_device=d,
                       label=_lane_label(d, str(p), str(t), self.side.process_names,
