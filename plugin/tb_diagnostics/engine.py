@@ -88,8 +88,18 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
         hit = cache.get_results(f, variant)
         if hit is not None:
             return hit
+    listed = True  # the file is the version the scan listed: its results may be kept
     try:
-        doc = span_document(f, analysis or open_analysis(f, thresholds, cache))
+        if analysis is None:
+            from tb_diagnostics.trace.load import ListingOutdated
+
+            try:
+                analysis = open_analysis(f, thresholds, cache)
+            except ListingOutdated as exc:
+                # Rewritten since the scan: reported as it is now, and kept under no key
+                # (the listing's size and mtime name another version).
+                analysis, listed = SpanAnalysis(exc.model, thresholds), False
+        doc = span_document(f, analysis)
     except TraceLoadError as exc:
         return span_document(f, None, str(exc))  # not cached: the file may be mid-write
     except (MemoryError, RecursionError, ValueError, TypeError, KeyError, IndexError,
@@ -98,7 +108,7 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
         _log.debug("analysing %s failed", f.relpath, exc_info=True)
         return span_document(f, None, f"{f.relpath}: could not be analysed "
                                       f"({type(exc).__name__}: {exc})")
-    if cache is not None:
+    if cache is not None and listed:
         with contextlib.suppress(OSError):
             cache.put_results(f, variant, doc)
     return doc
