@@ -24,10 +24,9 @@ import pytest
 from conftest import TraceBuilder
 from tb_diagnostics import storage
 from tb_diagnostics.cache import TraceCache
-from tb_diagnostics.engine import open_model
+from tb_diagnostics.engine import build_document, open_model
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 from tb_diagnostics.report.text import render_text
 from tb_diagnostics.trace import load, load_trace, load_trace_bytes, parallel
 from tb_diagnostics.trace.source import BoundedCalls, ReadStalled
@@ -161,6 +160,25 @@ def test_a_file_replaced_since_the_scan_is_reported_and_not_cached(tmp_path):
     assert cache.get_model(f) is None
     (fresh,) = scan_logdir(str(log)).files
     assert len(step_names(open_model(fresh, cache))) == 5
+
+
+def test_the_report_of_a_file_replaced_since_the_scan_is_of_the_file_now_and_not_kept(
+        tmp_path):
+    from tb_diagnostics.engine import span_summary, thresholds_variant
+
+    log = tmp_path / "log"
+    (log / "r").mkdir(parents=True)
+    path = log / "r" / "w.1.pt.trace.json"
+    path.write_bytes(trace_bytes(steps=2))
+    (f,) = scan_logdir(str(log)).files
+    tmp = log / "r" / "new"
+    tmp.write_bytes(trace_bytes(steps=5))
+    os.replace(tmp, path)
+    cache = TraceCache(str(tmp_path / "cache"))
+    doc = span_summary(f, cache=cache)
+    assert len(doc["steps"]) == 5 and not doc["errors"]
+    assert cache.get_results(f, thresholds_variant(None)) is None
+    assert cache.get_model(f) is None
 
 
 def test_a_file_written_while_it_is_read_is_reported(tmp_path, monkeypatch):
