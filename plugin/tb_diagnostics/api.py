@@ -259,7 +259,10 @@ def _single_file(path: str) -> LogDir:
     if is_local(path):
         full = os.path.abspath(os.path.expanduser(local_path(path)))
         st = os.stat(full)
-        url, size, mtime = LOCAL_SCHEME + full.replace(os.sep, "/"), st.st_size, st.st_mtime
+        # A file named on the command line is read where its link leads (only a log dir's
+        # contents are not followed), so the loader, which never follows one, gets the target.
+        target = os.path.realpath(full)
+        url, size, mtime = LOCAL_SCHEME + target.replace(os.sep, "/"), st.st_size, st.st_mtime
         parent, name = os.path.dirname(full), os.path.basename(full)
     else:
         import fsspec
