@@ -232,6 +232,21 @@ def test_the_cli_reports_a_fifo_and_every_good_run(tmp_path):
     assert len(spans["good"]["steps"]) == 3 and not spans["good"]["errors"]
 
 
+def test_a_trace_named_directly_may_be_a_symlink(tmp_path):
+    """Only a log dir's contents are not followed: a file the user names is read where
+    its link leads."""
+    from tb_diagnostics.api import analyze
+
+    target = tmp_path / "elsewhere" / "w.1.pt.trace.json"
+    target.parent.mkdir()
+    target.write_bytes(trace_bytes(steps=4))
+    link = tmp_path / "link.pt.trace.json"
+    link.symlink_to(target)
+    (span,) = [s for r in analyze(link, cache=False, workers=1).document["runs"]
+               for w in r["workers"] for s in w["spans"]]
+    assert not span["errors"] and len(span["steps"]) == 4
+
+
 @pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs Unix sockets")
 def test_a_socket_is_named_not_an_errno(tmp_path):
     path = tmp_path / "w.1.pt.trace.json"
