@@ -1,0 +1,97 @@
+"""launch-backlog-drain and views.backlog: a device that runs on work queued earlier."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_diagnostics.analysis.views.backlog import launch_backlog, union_per_group
+from tb_diagnostics.rules.launch_backlog_drain import RULE, backlog_reason
+
+
+def drain_steps(b, steps: int = 8, period: float = 119.0, kernel_us: float = 30.0,
+                backlog: int = 10, backlog_kernel_us: float = 100.0) -> None:
+    """The issue's micro-benchmark: a step issued every ``period`` µs launching two
+    ``kernel_us`` kernels, behind ``backlog`` kernels launched before the record window
+    (no launch call, correlation ids below every launch's), run back to back."""
+    for i in range(backlog):
+        b.kernel("pre_window_kernel", i * backlog_kernel_us, backlog_kernel_us, corr=1 + i)
+    cursor = backlog * backlog_kernel_us
+    for s in range(steps):
+        t0 = s * period
+        b.step(s + 1, t0, period)
+        b.op("aten::mm", t0 + 5, 50)
+        for at in (10, 40):
+            b.launch("gemm_kernel", t0 + at, cursor, kernel_us)
+            cursor += kernel_us
+
+
+def test_backlog_view_counts_the_queue_as_hta_does(builder):
+    drain_steps(builder)
+    bl = launch_backlog(builder.analysis())
+    # Step 2 (host [119, 238)): at 119, backlog kernels 2..9 have not started (8) and
+    # step 1's two launches are queued: 10; 881 µs of backlog left plus step 1's 60 µs.
+    assert bl.backlog_start[1] == 10 and bl.backlog_start_us[1] == pytest.approx(941.0)
+    # At 238: kernels 3..9 (7) and four launches; the device ran 119 µs, 60 were added.
+    assert bl.backlog_end[1] == 11 and bl.backlog_end_us[1] == pytest.approx(882.0)
+    assert bl.change_us[1] == pytest.approx(-59.0)
+    assert bl.host_period_us[1] == pytest.approx(119.0)
+    assert bl.device_work_us[1] == pytest.approx(60.0)
+    # Step 2's first kernel starts at 1060, 1060 - (129 + 5) after its call returned,
+    # and its second at 1090 - (159 + 5): 926 µs each.
+    assert bl.launch_queue_us[1] == pytest.approx(926.0)
+    assert bl.trend(1) == "draining" and bl.host_limited[1]
+    fields = bl.step_fields(1)
+    assert fields["backlog_start"] == 10 and fields["host_limited"] is True
+    assert fields["backlog_trend"] == "draining" and fields["launch_queue_us"] == 926.0
+    assert bl.pre_window.sum() == 10
+
+
+def test_fires_and_says_the_host_is_the_limit(builder):
+    drain_steps(builder)
+    a = builder.analysis()
+    (f,) = RULE.run(a)
+    # Step 1 holds the backlog (a 1060 µs window): cold, left out; steps 2-8 drain.
+    assert f.steps == [2, 3, 4, 5, 6, 7, 8]
+    assert "the host issues a step every 119 µs for 60 µs of device work" in f.message
+    assert "which shrinks by 59 µs a step" in f.message
+    assert "100% busy" in f.message and "overhead-bound" in f.message
+    assert "launch → start 926 µs in step 2, 572 µs in step 8" in f.message
+    assert backlog_reason(launch_backlog(a), 1) == (
+        "the host issues a step every 119 µs for 60 µs of device work; the device ran on a "
+        "backlog that shrank by 59 µs (941 µs → 882 µs of queued device time)")
+    assert f.evidence[0].name == "cudaLaunchKernel" and f.evidence[1].name == "gemm_kernel"
+
+
+def test_second_micro_benchmark_shape(builder):
+    # 184 µs a step for 29 µs of device work (one kernel per launch, two launches).
+    drain_steps(builder, steps=6, period=184.0, kernel_us=14.5)
+    (f,) = RULE.run(builder.analysis())
+    assert "every 184 µs for 29 µs of device work" in f.message
+    assert "shrinks by 155 µs a step" in f.message
+
+
+def test_silent_when_the_backlog_grows(builder):
+    # Each step issues 200 µs of device work in 119 µs: the queue grows, the device is
+    # the limit, and the steps are rightly compute-bound.
+    drain_steps(builder, backlog=0, kernel_us=100.0)
+    a = builder.analysis()
+    bl = launch_backlog(a)
+    assert bl.change_us[1] == pytest.approx(81.0) and bl.trend(1) == "growing"
+    assert not bl.host_limited.any() and bl.device_limited[1:].all()
+    assert RULE.run(a) == []
+
+
+def test_silent_on_steady_steps(builder):
+    builder.steady_steps(4)
+    a = builder.analysis()
+    assert not launch_backlog(a).host_limited.any()
+    assert RULE.run(a) == []
+
+
+def test_union_per_group_is_exact():
+    group = np.asarray([1, 0, 1, 1, 0, 2])
+    start = np.asarray([0.0, 5.0, 2.0, 10.0, 6.0, 1.0])
+    end = np.asarray([3.0, 8.0, 4.0, 11.0, 7.0, 1.5])
+    # group 0: [5, 8) ∪ [6, 7) = 3; group 1: [0, 4) ∪ [10, 11) = 5; group 2: 0.5.
+    assert union_per_group(group, start, end, 4).tolist() == [3.0, 5.0, 0.5, 0.0]
