@@ -19,11 +19,13 @@ from tb_diagnostics.names import shorten_name
 from tb_diagnostics.output import displayable
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
 from tb_diagnostics.report.text import (
+    TEXT_COLUMNS,
     _columns,
     _device,
     _dur,
     _row,
     _spans,
+    compute_us,
     headline,
     saving_text,
 )
@@ -33,15 +35,18 @@ from tb_diagnostics.report.whatif import whatif_lines
 #: the tab reads the chart the same way (one palette, kept in one place).
 TAB_CSS = Path(__file__).resolve().parents[1] / "static" / "style.css"
 #: Used only when the stylesheet is missing from an installation.
-_FALLBACK = {"busy": "#2e7d32", "input": "#1e88e5", "sync": "#8e24aa", "comm": "#00897b",
-             "launch": "#f4511e", "other": "#bdbdbd", "profiler": "#a1887f",
+_FALLBACK = {"busy": "#2e7d32", "collective": "#f9a825", "input": "#1e88e5",
+             "sync": "#8e24aa", "comm": "#00897b", "launch": "#f4511e", "other": "#bdbdbd",
+             "profiler": "#a1887f",
              "mixed": "#607d8b", "sev-critical": "#c62828", "sev-warning": "#ef6c00",
              "sev-info": "#546e7a"}
-#: The stacked parts of a step's bar, bottom up, as the tab stacks them.
-_PART_KEYS = (("busy", "device_busy_us"), ("input", "input_us"), ("sync", "sync_us"),
-              ("comm", "comm_us"), ("launch", "launch_us"), ("other", "other_us"),
-              ("profiler", "profiler_us"))
-_LABEL = {"busy": "device busy", "input": "waiting for input", "sync": "blocked in sync",
+#: The stacked parts of a step's bar, bottom up, as the tab stacks them: compute, the
+#: collective kernels no compute overlaps, then the device's idle time by cause.
+_PART_KEYS = (("busy", "compute_busy_us"), ("collective", "exposed_collective_us"),
+              ("input", "input_us"), ("sync", "sync_us"), ("comm", "comm_us"),
+              ("launch", "launch_us"), ("other", "other_us"), ("profiler", "profiler_us"))
+_LABEL = {"busy": "compute busy", "collective": "collectives no compute overlaps",
+          "input": "waiting for input", "sync": "blocked in sync",
           "comm": "in collectives", "launch": "launching work", "other": "nothing recorded",
           "profiler": "profiler itself"}
 
@@ -92,7 +97,8 @@ def _e(x: Any) -> str:
 
 
 def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) -> str:
-    """Stacked bars of each step's wall time: device busy, then the idle causes."""
+    """Stacked bars of each step's wall time: compute, collectives no compute overlaps,
+    then the idle causes."""
     steps = span["steps"]
     if not steps:
         return ""
@@ -111,7 +117,7 @@ def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) ->
     colours = palette()
     parts = [(n, k, colours[n]) for n, k in _PART_KEYS
              if n in ("busy", "input", "sync", "launch", "other")
-             or any(s["idle"].get(k, 0.0) > 0 for s in steps)]
+             or any(_part_us(s, k) > 0 for s in steps)]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'role="img" aria-label="step chart" class="stepchart">',
            f'<text x="4" y="14" font-size="11">{_e(_dur(top))}</text>',
@@ -121,7 +127,7 @@ def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) ->
         y = 8 + plot_h
         label = "all" if s["step"] is None else s["step"]
         for name, key, colour in parts:
-            v = s["device_busy_us"] if key == "device_busy_us" else s["idle"].get(key, 0.0)
+            v = _part_us(s, key)
             h = min(plot_h * v / top, max(y - 8, 0.0))
             if h <= 0:
                 continue
@@ -146,13 +152,23 @@ def step_chart_svg(span: dict[str, Any], width: int = 900, height: int = 220) ->
     return "\n".join(out) + f'\n<div class="legend">{legend}</div>'
 
 
+def _part_us(s: dict[str, Any], key: str) -> float:
+    """µs of one stacked part of a step's bar (see ``_PART_KEYS``)."""
+    if key == "compute_busy_us":
+        return compute_us(s)
+    if key == "exposed_collective_us":
+        return s.get(key) or 0.0
+    return s["idle"].get(key, 0.0)
+
+
 def _step_table(span: dict[str, Any]) -> str:
     cols = _columns(span)
-    head = "".join(f'<th class="{"l" if c in (3, 4) else ""}">{_e(n)}</th>'
+    left = [n in TEXT_COLUMNS and n != "step" for n in cols]
+    head = "".join(f'<th class="{"l" if left[c] else ""}">{_e(n)}</th>'
                    for c, n in enumerate(cols))
     rows = []
     for s in span["steps"]:
-        cells = "".join(f'<td class="{"l" if c in (3, 4) else ""}">{_e(v)}</td>'
+        cells = "".join(f'<td class="{"l" if left[c] else ""}">{_e(v)}</td>'
                         for c, v in enumerate(_row(s, cols)))
         rows.append(f"<tr>{cells}</tr>")
     return f'<table class="steps"><tr>{head}</tr>{"".join(rows)}</table>'

@@ -27,6 +27,13 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def compute_us(s: dict[str, Any]) -> float:
+    """A step's compute busy µs (device activity that is not a collective kernel); a
+    document older than the field has only ``device_busy_us``."""
+    v = s.get("compute_busy_us")
+    return s["device_busy_us"] if v is None else v
+
+
 def _step_label(s: dict[str, Any]) -> str:
     return "(all)" if s["step"] is None else f"#{s['step']}"
 
@@ -95,15 +102,22 @@ def headline(span: dict[str, Any]) -> str:
             f"{'step' if len(n) == 1 else 'steps'} {step_ranges(n)}: {v}"
             for v, n in by_verdict.items()) + ")"
     wall = sum(s["wall_us"] for s in same)
-    busy = sum(s["device_busy_us"] for s in same)
+    # Compute, as the verdict reads it: collective kernels are communication, said apart.
+    busy = sum(compute_us(s) for s in same)
+    alone = sum(s.get("exposed_collective_us") or 0.0 for s in same)
     device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
     each = "of each step" if len(same) > 1 else "of the step" if numbers else "of the span"
     text = f"{subject}: the {device} is busy {_pct(busy / wall if wall else 0)} {each}"
+    and_idle = " and idle"
+    if alone > 0 and wall > 0:
+        text = (f"{subject}: the {device} computes {_pct(busy / wall)} {each}, waits in "
+                f"collective kernels no compute overlaps {_pct(alone / wall)}")
+        and_idle = " and is idle"
     idle = {c: sum(s["idle"][f"{c}_us"] for s in same) for c in _CAUSE_WORDS}
     total_idle = sum(idle.values())
     if total_idle > 0 and wall > 0:
         cause = max(idle, key=lambda c: idle[c])
-        text += (f" and idle {_pct(total_idle / wall)}, mostly {_CAUSE_WORDS[cause]} "
+        text += (f"{and_idle} {_pct(total_idle / wall)}, mostly {_CAUSE_WORDS[cause]} "
                  f"({_pct(idle[cause] / total_idle)} of the idle time")
         ops = sum(s["ops"] for s in same) / len(same)
         if cause == "launch" and ops >= 1:
@@ -145,12 +159,18 @@ def _device(span: dict[str, Any]) -> str:
 
 _COLUMNS = ("step", "wall ms", "busy", "verdict", "main idle cause", "input ms", "sync ms",
             "launch ms", "other ms")
+#: Columns of words, left-aligned (the others are figures).
+TEXT_COLUMNS = frozenset({"step", "verdict", "main idle cause"})
 
 
 def _columns(span: dict[str, Any]) -> tuple[str, ...]:
-    """The step table's columns; "comm ms" only where a collective blocked the host,
-    "profiler ms" only where the profiler took time of its own."""
+    """The step table's columns; "compute" (the verdict's busy figure) and "collectives ms"
+    (collective kernels no compute overlaps) only where a step ran such kernels, "comm ms"
+    only where a collective blocked the host, "profiler ms" only where the profiler took
+    time of its own."""
     cols = _COLUMNS
+    if any((s.get("exposed_collective_us") or 0) > 0 for s in span["steps"]):
+        cols = (*cols[:3], "compute", *cols[3:], "collectives ms")
     if any(s["idle"].get("comm_us", 0) > 0 for s in span["steps"]):
         cols = (*cols, "comm ms")
     if any(s["idle"].get("profiler_us", 0) > 0 for s in span["steps"]):
@@ -165,6 +185,9 @@ def _row(s: dict[str, Any], columns: tuple[str, ...] = _COLUMNS) -> list[str]:
     row = [_step_label(s), _ms(s["wall_us"]), _pct(s["device_busy"]), s["verdict"],
            s["main_idle_cause"] or "—", _ms(i["input_us"]), _ms(i["sync_us"]),
            _ms(i["launch_us"]), _ms(i["other_us"])]
+    if "compute" in columns:
+        row.insert(3, _pct(compute_us(s) / s["wall_us"] if s["wall_us"] > 0 else 0.0))
+        row.append(_ms(s.get("exposed_collective_us") or 0.0))
     if "comm ms" in columns:
         row.append(_ms(i.get("comm_us", 0.0)))
     if "profiler ms" in columns:
@@ -209,8 +232,8 @@ def render_text(doc: dict[str, Any]) -> str:
             widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
             for r in rows:
                 cells = [r[0].ljust(widths[0])] + [
-                    (v.ljust if c in (3, 4) else v.rjust)(widths[c]) for c, v in enumerate(r)
-                    if c > 0]
+                    (v.ljust if cols[c] in TEXT_COLUMNS else v.rjust)(widths[c])
+                    for c, v in enumerate(r) if c > 0]
                 out.append("  " + "  ".join(cells).rstrip())
         roof = _roofline_lines(span, "      ")
         if roof:
@@ -346,8 +369,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if span["steps"]:
             cols = _columns(span)
             out.append("| " + " | ".join(md(c) for c in cols) + " |")
-            out.append("|" + "|".join("---" if c in (3, 4) else "--:" for c in
-                                       range(len(cols))) + "|")
+            out.append("|" + "|".join("---" if c in TEXT_COLUMNS and c != "step" else "--:"
+                                       for c in cols) + "|")
             for s in span["steps"]:
                 out.append("| " + " | ".join(md(v) for v in _row(s, cols)) + " |")
             out.append("")

@@ -3,7 +3,8 @@
 // "profiler" is the profiler's own time (its flush sync, buffer requests): shown, never judged.
 export const CAUSES = ["input", "sync", "comm", "launch", "other", "profiler"];
 export const CAUSE_LABEL = {
-  busy: "device busy",
+  busy: "compute busy",
+  collective: "collectives no compute overlaps",
   input: "waiting for input",
   sync: "blocked in sync",
   comm: "in collectives",
@@ -11,6 +12,25 @@ export const CAUSE_LABEL = {
   other: "nothing recorded",
   profiler: "profiler itself",
 };
+/**
+ * The stacked parts of a step's wall time, bottom up: compute (device activity that is
+ * not a collective kernel, what the verdict reads), collective kernels no compute
+ * overlaps (busy, but waiting for the other ranks), then the device's idle time by cause.
+ */
+export const LAYERS = ["busy", "collective", ...CAUSES];
+
+/** µs of one layer of a step (a document older than compute_busy_us has device busy only). */
+export function partUs(s, layer) {
+  if (layer === "busy") return s.compute_busy_us ?? s.device_busy_us;
+  if (layer === "collective") return s.exposed_collective_us ?? 0;
+  return s.idle[`${layer}_us`];
+}
+
+/** The step's compute busy fraction, as the verdict reads it. */
+export function computeBusy(s) {
+  return s.compute_busy ?? s.device_busy;
+}
+
 /** Which verdict each idle cause leads to: the chart uses one colour for both. */
 export const VERDICT_CAUSE = {
   "compute-bound": "busy",
@@ -21,11 +41,11 @@ export const VERDICT_CAUSE = {
   mixed: "mixed",
 };
 export const VERDICT_HELP = {
-  "compute-bound": "the device is busy most of the step: only faster kernels or less work help",
+  "compute-bound": "the device computes most of the step: only faster kernels or less work help",
   "overhead-bound": "the device waits while the host launches work (Python, dispatch, launches)",
   "input-bound": "the device waits for the next batch from the DataLoader",
   "sync-bound": "the host blocks in synchronisations and the device then waits for work",
-  "communication-bound": "the host waits in collectives (all-reduce…): for the network or for other ranks",
+  "communication-bound": "the rank waits for the others or the network: in collective kernels no compute overlaps, or on the host in collectives (all-reduce…) while the device idles",
   mixed: "neither busy nor idle dominates; the main idle cause is shown",
 };
 

@@ -1,17 +1,15 @@
-// The steps chart: one bar per step, wall time stacked into device-busy and
-// the four idle causes, a verdict-coloured cap on each bar, cold / artefact
-// marks above it. Drawn with uPlot (vendored, MIT).
+// The steps chart: one bar per step, wall time stacked into compute, collective
+// kernels no compute overlaps and the idle causes, a verdict-coloured cap on
+// each bar, cold / artefact marks above it. Drawn with uPlot (vendored, MIT).
 
 import uPlot from "../vendor/uplot/uPlot.esm.js";
 import { h } from "./dom.js";
-import { CAUSES, CAUSE_LABEL, causeColor, cssVar, dur, pct, stepLabel, verdictColor } from "./format.js";
-
-const LAYERS = ["busy", ...CAUSES]; // bottom to top
+import { CAUSE_LABEL, LAYERS, causeColor, computeBusy, cssVar, dur, partUs, pct, stepLabel, verdictColor } from "./format.js";
 
 function stackedSeries(steps) {
   // uPlot draws series in order; each later series overdraws the lower part of
   // the earlier ones, so cumulative sums drawn top-first read as a stack.
-  const parts = LAYERS.map((c) => steps.map((s) => (c === "busy" ? s.device_busy_us : s.idle[`${c}_us`]) / 1000));
+  const parts = LAYERS.map((c) => steps.map((s) => partUs(s, c) / 1000)); // bottom to top
   const cum = [];
   let acc = steps.map(() => 0);
   for (const p of parts) {
@@ -211,7 +209,8 @@ export class StepChart {
     this.tip.replaceChildren(
       h("div", null, h("strong", null, `Step ${stepLabel(s.step)}`), ` · ${s.verdict}`),
       h("div", { class: "m" }, `wall ${dur(s.wall_us)} · device busy ${dur(s.device_busy_us)} (${pct(s.device_busy)})`),
-      ...CAUSES.map((c) => h("div", { class: "m" }, `${CAUSE_LABEL[c]}: ${dur(s.idle[`${c}_us`])}`)),
+      h("div", { class: "m" }, `${CAUSE_LABEL.busy}: ${dur(partUs(s, "busy"))} (${pct(computeBusy(s))})`),
+      ...LAYERS.slice(1).map((c) => h("div", { class: "m" }, `${CAUSE_LABEL[c]}: ${dur(partUs(s, c))}`)),
     );
     this.tip.hidden = false;
     const x = u.valToPos(i, "x");

@@ -2,12 +2,13 @@
 // arrow keys select a step (which loads its dispatch tree and timeline).
 
 import { h } from "./dom.js";
-import { CAUSES, CAUSE_LABEL, dur, ms, pct, stepLabel, verdictColor } from "./format.js";
+import { CAUSE_LABEL, LAYERS, computeBusy, dur, ms, partUs, pct, stepLabel, verdictColor } from "./format.js";
 
 const COLUMNS = [
   { key: "step", label: "Step", value: (s) => s.index },
   { key: "wall", label: "Wall ms", num: true, value: (s) => s.wall_us },
-  { key: "busy", label: "Device busy", value: (s) => s.device_busy },
+  // Compute, as the verdict reads it; the bar shows collectives and idle time beside it.
+  { key: "busy", label: "Compute busy", value: (s) => computeBusy(s) },
   // null (no peak for the precision, no FLOPs) sorts below every figure.
   { key: "flop", label: "FLOP util", num: true, value: (s) => s.flop_utilisation ?? -1 },
   { key: "verdict", label: "Verdict", value: (s) => s.verdict },
@@ -31,11 +32,12 @@ function busyBar(s) {
   const split = s.busy_compute_bound_us === null || s.busy_compute_bound_us === undefined ? [] : [
     `  compute-bound ops ${dur(s.busy_compute_bound_us)}`, `  memory-bound ops ${dur(s.busy_memory_bound_us)}`,
     `  no cost model ${dur(s.busy_unmodelled_us)}`];
-  const title = [`device busy ${dur(s.device_busy_us)}`, ...split,
-    ...CAUSES.map((c) => `${CAUSE_LABEL[c]} ${dur(s.idle[`${c}_us`])}`)].join("\n");
+  // Device busy is any activity; the bar splits it into compute and lone collectives.
+  const title = [`device busy ${dur(s.device_busy_us)} (${pct(s.device_busy)})`, ...split,
+    ...LAYERS.map((c) => `${CAUSE_LABEL[c]} ${dur(partUs(s, c))}`)].join("\n");
   return h("span", { style: { display: "inline-flex", alignItems: "center", gap: "6px" }, title },
-    h("span", { class: "bar" }, seg("busy", s.device_busy_us), CAUSES.map((c) => seg(c, s.idle[`${c}_us`]))),
-    h("span", { class: "num", style: { minWidth: "32px" } }, pct(s.device_busy)));
+    h("span", { class: "bar" }, LAYERS.map((c) => seg(c, partUs(s, c)))),
+    h("span", { class: "num", style: { minWidth: "32px" } }, pct(computeBusy(s))));
 }
 
 export class StepTable {
