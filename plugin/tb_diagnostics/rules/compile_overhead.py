@@ -1,7 +1,13 @@
-"""Compile overhead: compiled calls costing the host more per step than the graph's work.
+"""Compile overhead: compilation inside the window, and compiled calls costing more than their work.
 
 What it detects
-    In steps that run compiled code and do not compile, the fixed host cost of
+    Two findings. **Compilation inside the profiled window**: Dynamo/Inductor
+    compile work (``… (dynamo_timed)`` spans, ``entire_frame_compile``,
+    ``backend_compile``, Inductor's autotuning…) of at least
+    ``min_compile_us`` of host time in the window, with the steps it falls in:
+    a one-time cost, not the steady state, so it is its own cause and never
+    read as launch overhead. **Compiled region too small**: in steps that run
+    compiled code and do not compile, the fixed host cost of
     the compiled calls — the ``TorchDynamo Cache Lookup`` before them plus the
     ``Torch-Compiled Region`` / ``CompiledFunction`` span minus the time in the
     graph's own ops — against the graph's work:
@@ -10,14 +16,19 @@ What it detects
     ``ratio`` × the work and ``min_excess_us`` more, per step (median).
 
 Why it matters
-    torch.compile removes per-op Python and dispatch, but every call of a
+    A compile takes from hundreds of milliseconds to minutes; inside the window
+    it dwarfs every steady-state figure and, read as host time, makes any step
+    look overhead-bound. torch.compile removes per-op Python and dispatch, but every call of a
     compiled function pays the guard check, the AOT wrapper and the generated
     code's own Python: a fixed cost that pays off only when the graph does
     enough work. The Hugging Face guide's single ``addmm`` costs ~2× the eager
     CPU time per step compiled.
 
 How to fix
-    Compile larger regions (the whole model or training step, not a helper
+    Compilation in the window: run the compiled function on representative
+    inputs before profiling, or let the schedule's ``wait``/``warmup`` steps
+    absorb it; if it recurs, see ``recompilation``. Too small a region:
+    compile larger regions (the whole model or training step, not a helper
     called many times), remove graph breaks (``torch._dynamo.explain(fn)(*args)``),
     or leave tiny functions eager. With static shapes,
     ``torch.compile(mode="reduce-overhead")`` replays the graph with CUDA graphs
@@ -33,7 +44,12 @@ import numpy as np
 
 from tb_diagnostics.analysis.intervals import union
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.views.compiled import FX_GRAPH, compiled_view
+from tb_diagnostics.analysis.views.compiled import (
+    FX_GRAPH,
+    compile_intervals,
+    compile_time_per_window,
+    compiled_view,
+)
 from tb_diagnostics.analysis.views.hierarchy import is_op
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.rules._util import (
@@ -52,6 +68,8 @@ class Thresholds:
     ratio: float = 1.0
     #: ...and at least this much more (µs per step).
     min_excess_us: float = 50.0
+    #: Compile work inside the window reported from this much host time (µs).
+    min_compile_us: float = 1000.0
 
 
 def _inside(analysis: SpanAnalysis, rows: np.ndarray, entries: np.ndarray) -> np.ndarray:
@@ -92,7 +110,48 @@ def _call_overhead(analysis: SpanAnalysis, entries: np.ndarray) -> np.ndarray:
     return np.maximum(out, 0.0)
 
 
+def _compilation_in_window(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
+    """Compile work anywhere in the trace: one finding, with the steps it falls in."""
+    cv = compiled_view(analysis)
+    if not cv.compiles.size:
+        return []
+    total = compile_intervals(analysis).total
+    if total < th.min_compile_us:
+        return []
+    m = analysis.model
+    hs = analysis.host_steps
+    where = ""
+    steps: list[int | None] = [None]
+    if len(hs):
+        per = compile_time_per_window(analysis, hs.host_start, hs.host_end)
+        idx = np.flatnonzero(per > 0)
+        steps = step_numbers(analysis, idx) or [w.step for w in analysis.windows[:1]]
+        inside = float(per.sum())
+        parts = [f"{fmt_us(inside)} of it in {steps_text(step_numbers(analysis, idx))}"
+                 ] if idx.size else []
+        if total - inside >= th.min_compile_us:
+            parts.append(f"{fmt_us(total - inside)} outside the steps")
+        where = "".join(f", {p}" for p in parts)
+    rows = cv.compiles[np.argsort(-m.dur[cv.compiles], kind="stable")]
+    return [Finding(
+        rule=RULE.id, severity=RULE.severity, title="Compilation inside the profiled window",
+        message=(f"The host spends {fmt_us(total)} compiling in the profiled window{where} "
+                 f"(torch.compile: {cv.compiles.size} compile(s), {cv.compile_annotations} "
+                 "compile-work annotations): a one-time cost, paid again only on a "
+                 "recompile, so it is compilation, not launch overhead or steady-state "
+                 "work."),
+        steps=steps, evidence=evidence_rows(analysis, rows[:6], "compile work"),
+        savings_us=None,
+        confirm=("profile again after a warm-up call of the compiled function: the "
+                 "compile spans are gone and the steps are shorter"),
+        subject="compilation")]
+
+
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
+    return _compilation_in_window(analysis, th) + _too_small(analysis, th)
+
+
+def _too_small(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     cv = compiled_view(analysis)
     entries = cv.entry_rows
     if not entries.size or not len(analysis.host_steps):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.intervals import Intervals, covered, union
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.trace.categories import HOST_KINDS, Kind
@@ -48,6 +49,7 @@ class Compiled:
     lookups: np.ndarray  # TorchDynamo Cache Lookup
     wrappers: np.ndarray  # AOTDispatcher Runtime Wrapper …
     compiles: np.ndarray  # compile work (dynamo_timed spans…), outermost only
+    compile_annotations: int  # every compile-work span, nested ones included
     triton: np.ndarray  # triton_* kernels (device rows)
 
     @property
@@ -100,6 +102,7 @@ def compiled_view(analysis: SpanAnalysis) -> Compiled:
         return np.flatnonzero(np.isin(m.name, np.asarray(ids[key], dtype=np.int32)))
 
     compiles = _host(analysis, rows("compiles"))
+    annotations = int(compiles.size)
     if compiles.size:
         # Keep the outermost compile spans: nested dynamo_timed spans are parts of one compile.
         inside = np.zeros(compiles.size, dtype=bool)
@@ -119,8 +122,25 @@ def compiled_view(analysis: SpanAnalysis) -> Compiled:
         lookups=_host(analysis, rows("lookups")),
         wrappers=_host(analysis, rows("wrappers")),
         compiles=compiles,
+        compile_annotations=annotations,
         triton=triton,
     )
+
+
+@computed
+def compile_intervals(analysis: SpanAnalysis) -> Intervals:
+    """When the host was compiling (Dynamo tracing, AOTAutograd, Inductor codegen and
+    autotuning: the outermost compile-work spans): a one-time cost, its own cause of
+    device idle time, neither launch overhead nor steady-state work."""
+    m = analysis.model
+    rows = compiled_view(analysis).compiles
+    return union(m.start[rows], m.end[rows])
+
+
+def compile_time_per_window(analysis: SpanAnalysis, lo: np.ndarray,
+                            hi: np.ndarray) -> np.ndarray:
+    """Host compile time inside each ``[lo, hi)`` (µs): windows' host or device bounds."""
+    return covered(compile_intervals(analysis), lo, hi)
 
 
 def steps_of(analysis: SpanAnalysis, rows: np.ndarray) -> list[int | None]:
