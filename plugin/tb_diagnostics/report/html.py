@@ -47,7 +47,7 @@ _PART_KEYS = (("busy", "compute_busy_us"), ("collective", "exposed_collective_us
               ("launch", "launch_us"), ("other", "other_us"), ("profiler", "profiler_us"))
 _LABEL = {"busy": "compute busy", "collective": "collectives no compute overlaps",
           "input": "waiting for input", "sync": "blocked in sync",
-          "comm": "in collectives", "launch": "launching work", "other": "nothing recorded",
+          "comm": "host in collectives", "launch": "launching work", "other": "nothing recorded",
           "profiler": "profiler itself"}
 
 

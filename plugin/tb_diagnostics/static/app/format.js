@@ -7,11 +7,16 @@ export const CAUSE_LABEL = {
   collective: "collectives no compute overlaps",
   input: "waiting for input",
   sync: "blocked in sync",
-  comm: "in collectives",
+  // The host blocked in a collective while the device idles (a collective kernel that
+  // runs alone is "collective"); the main cause "comm" is both: see MAIN_CAUSE_LABEL.
+  comm: "host in collectives",
   launch: "launching work",
   other: "nothing recorded",
   profiler: "profiler itself",
 };
+/** The main idle cause in words: "comm" counts lone collective kernels and host waits. */
+export const MAIN_CAUSE_LABEL = { ...CAUSE_LABEL, comm: "in collectives" };
+
 /**
  * The stacked parts of a step's wall time, bottom up: compute (device activity that is
  * not a collective kernel, what the verdict reads), collective kernels no compute

@@ -2,7 +2,7 @@
 // arrow keys select a step (which loads its dispatch tree and timeline).
 
 import { h } from "./dom.js";
-import { CAUSE_LABEL, LAYERS, computeBusy, dur, ms, partUs, pct, stepLabel, verdictColor } from "./format.js";
+import { CAUSE_LABEL, LAYERS, MAIN_CAUSE_LABEL, computeBusy, dur, ms, partUs, pct, stepLabel, verdictColor } from "./format.js";
 
 const COLUMNS = [
   { key: "step", label: "Step", value: (s) => s.index },
@@ -97,7 +97,7 @@ export class StepTable {
     h("td", null, busyBar(s)),
     flopCell(s),
     h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) } }, s.verdict)),
-    h("td", { class: "muted" }, s.main_idle_cause ? CAUSE_LABEL[s.main_idle_cause] : "—"),
+    h("td", { class: "muted" }, s.main_idle_cause ? MAIN_CAUSE_LABEL[s.main_idle_cause] : "—"),
     h("td", { class: "num" }, s.ops.toLocaleString()),
     h("td", { class: "num" }, s.kernels.toLocaleString()));
   }
