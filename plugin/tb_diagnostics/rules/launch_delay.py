@@ -14,7 +14,8 @@ What it detects
     collective's peer, which the trace does not show. Launches queued behind
     earlier work on their stream are *queueing* — the host is ahead, which is
     what a device-bound step looks like — and are reported as figures, never as
-    a problem.
+    a problem. A kernel's first launch that loads its module (``module-load``) is
+    a one-time cost and is left out of both.
 
 Why it matters
     Queueing is healthy: the host stays ahead and the device never waits.
@@ -57,8 +58,9 @@ class Thresholds:
 
 
 def _steady(ld, th: Thresholds) -> str:
-    # A CUDA graph's kernels share one launch call: their delays are not launches'.
-    ok = ~ld.artefact & ~ld.graph
+    # A CUDA graph's kernels share one launch call: their delays are not launches'; a
+    # module load is one-time.
+    ok = ~ld.artefact & ~ld.graph & ~ld.module_load
     q, d = ld.queued[ok], ld.delay[ok]
     parts = []
     if q.any():
@@ -108,7 +110,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     # Latency: nothing ran anywhere on the device, yet the activity started late. A
     # launch onto an idle stream of a busy device may be waiting on another stream
     # (an event, a collective): not counted.
-    ok = ~ld.artefact & ~ld.queued & ~ld.device_busy & ~ld.graph
+    ok = ~ld.artefact & ~ld.queued & ~ld.device_busy & ~ld.graph & ~ld.module_load
     if ok.sum() < th.min_launches or _waits_invisible(analysis):
         return out
     delay = ld.delay[ok]

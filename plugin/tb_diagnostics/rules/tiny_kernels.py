@@ -68,7 +68,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     inflated = covered(art, m.start[launcher], m.end[launcher]) > 0
     # Kernels a CUDA graph replays share one launch call: none is launched on its own.
     graph = ld.graph[is_k]
-    keep = (win >= 0) & ~inflated & ~graph
+    keep = (win >= 0) & ~inflated & ~graph & ~ld.module_load[is_k]  # a load is one-time
     acts, launcher, win = acts[keep], launcher[keep], win[keep]
     if not acts.size:
         return []
