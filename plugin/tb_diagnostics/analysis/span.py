@@ -209,6 +209,8 @@ class SpanAnalysis:
         device "busy" while they mostly wait for the other ranks."""
         m = self.model
         acts = m.device_activity_rows
+        if not acts.size:  # a CPU-only trace: no names to look at
+            return acts
         ids = [i for i, s in enumerate(m.strings) if COMM_KERNEL.search(s)]
         if not ids:  # the common case: no collective kernel name at all, no scan
             return acts[:0]
@@ -224,8 +226,10 @@ class SpanAnalysis:
     def compute_intervals(self) -> Intervals:
         """When the device computes: busy time without the collective kernels. On a
         CPU-only trace, the busy time itself (host collectives are not in it)."""
+        if self.cpu_only:
+            return self.busy_intervals
         comm = self.comm_kernel_rows
-        if self.cpu_only or not comm.size:
+        if not comm.size:
             return self.busy_intervals
         m = self.model
         other = m.without(m.device_activity_rows, comm)
