@@ -160,13 +160,18 @@ class SpanAnalysis:
         """For each device activity row (``model.device_activity_rows``), its step index or -1.
 
         The launching call's start decides; an activity whose launch is not in
-        the trace falls back to its own start.
+        the trace falls back to its own start, except backlog launched before the
+        record window (``views.activity_coverage``): no step's kernels, so -1.
         """
+        from tb_diagnostics.analysis.views.activity_coverage import pre_window_activities
+
         m = self.model
         acts = m.device_activity_rows
         launcher = m.launcher[acts]
         t = np.where(launcher >= 0, m.start[np.maximum(launcher, 0)], m.start[acts])
-        return self.host_steps.locate(t)
+        step = self.host_steps.locate(t)
+        step[pre_window_activities(m)] = -1
+        return step
 
     @cached_property
     def heavy_op_rows(self) -> np.ndarray:
