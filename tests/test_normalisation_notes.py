@@ -303,3 +303,22 @@ def test_the_notes_reach_the_report_through_the_cache(tmp_path):
             "runs"][0]["workers"][0]["spans"][0]
         assert f"3 {RENUMBERED}" in span["notes"]
         assert span["steps"][0]["wall_us"] == 270.0
+
+
+def test_the_counts_and_renumbered_ids_are_the_same_on_several_cores(tmp_path, monkeypatch):
+    """Each range of a parallel load renumbers and counts on its own: the merged model
+    is still the one-core model, notes included."""
+    from test_parallel_load import assert_same_model, on_cores, one_core, synthetic
+
+    path = Path(synthetic(tmp_path))
+    doc = json.loads(path.read_text())
+    _shift_ids(doc, 2**64)
+    for e in doc["traceEvents"][::97]:
+        if e.get("ph") == "X":
+            e.pop("dur")
+    doc["traceEvents"][500]["ts"] = "500"
+    path.write_text(json.dumps(doc, indent=1))
+    model = on_cores(str(path), 3, monkeypatch)
+    assert_same_model(model, one_core(str(path)))
+    assert any(w.endswith(RENUMBERED) for w in model.warnings)
+    assert any("without a usable dur" in w for w in model.warnings)
