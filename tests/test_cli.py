@@ -19,6 +19,11 @@ STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "dev
              "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"}
 SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors",
              "distributed", "roofline", "whatif"}
+# The launch queue per step (views.backlog) and activity coverage per span.
+STEP_KEYS |= {"backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us",
+              "backlog_trend", "launch_queue_us", "host_period_us", "device_work_us",
+              "host_limited"}
+SPAN_KEYS |= {"activity_complete"}
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
                "saves_us", "per_step"}
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",

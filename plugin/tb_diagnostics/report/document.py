@@ -15,6 +15,7 @@ from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.logdir import LogDir, SpanFile
 from tb_diagnostics.report.compare import cold_steps
 from tb_diagnostics.report.distributed import add_run_analysis
+from tb_diagnostics.report.launch_queue import add_launch_queue
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
 from tb_diagnostics.report.whatif import whatif_section
 from tb_diagnostics.rules import run_rules
@@ -93,6 +94,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "distributed": None,
         "roofline": None,
         "whatif": [],
+        # Whether the trace recorded all the launched work (views.activity_coverage).
+        "activity_complete": None,
     }
     if analysis is None:
         return doc
@@ -117,6 +120,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
             f"of at least {analysis.thresholds.cpu_heavy_self_us:g} µs"
         )
+    add_launch_queue(doc, analysis)  # the launch queue per step, activity coverage
     doc["notes"].extend(doc["roofline"]["notes"])
     doc["notes"].extend(model.warnings)
     return doc
