@@ -86,7 +86,7 @@ def test_json_keeps_escaped_bytes_exact(indent):
 
 def test_a_payload_holding_the_placeholder_draws_another(monkeypatch):
     drawn = iter(["0" * 32, "1" * 32])
-    monkeypatch.setattr(output.secrets, "token_hex", lambda n: next(drawn))
+    monkeypatch.setattr(output, "_nonce", lambda: next(drawn))
     payload = {"a": RUN, "b": "0" * 32 + "-0"}
     assert json.loads(encode_json(payload)) == payload
 

@@ -17,8 +17,8 @@ them back with surrogate escapes.
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
 from typing import Any
 
 import msgspec
@@ -89,11 +89,16 @@ def _string_literal(s: str) -> bytes:
     return bytes(out)
 
 
+def _nonce() -> str:
+    """32 random hex digits (not ``secrets``: it imports hashlib, which loads OpenSSL)."""
+    return os.urandom(16).hex()
+
+
 class _Placeholders:
     """Swaps each string msgspec refuses for ``<nonce>-<n>`` and keeps its exact literal."""
 
     def __init__(self) -> None:
-        self.nonce = secrets.token_hex(16)
+        self.nonce = _nonce()
         self.literals: list[bytes] = []
 
     def swap(self, s: str) -> str:
