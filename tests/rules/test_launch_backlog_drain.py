@@ -55,7 +55,7 @@ def test_fires_and_says_the_host_is_the_limit(builder):
     assert f.steps == [2, 3, 4, 5, 6, 7, 8]
     assert "the host issues a step every 119 µs for 60 µs of device work" in f.message
     assert "which shrinks by 59 µs a step" in f.message
-    assert "100% busy" in f.message and "overhead-bound" in f.message
+    assert "100% busy" in f.message and "the host is the limit, not the device" in f.message
     assert "launch → start 926 µs in step 2, 572 µs in step 8" in f.message
     assert backlog_reason(launch_backlog(a), 1) == (
         "the host issues a step every 119 µs for 60 µs of device work; the device ran on a "
@@ -95,3 +95,27 @@ def test_union_per_group_is_exact():
     end = np.asarray([3.0, 8.0, 4.0, 11.0, 7.0, 1.5])
     # group 0: [5, 8) ∪ [6, 7) = 3; group 1: [0, 4) ∪ [10, 11) = 5; group 2: 0.5.
     assert union_per_group(group, start, end, 4).tolist() == [3.0, 5.0, 0.5, 0.0]
+
+
+@pytest.mark.parametrize(("call", "host_limited"), [("cudaDeviceSynchronize", False),
+                                                    ("aten::nonzero", True)])
+def test_a_host_waiting_in_a_sync_is_not_the_limit(make_builder, call, host_limited):
+    # Step 1 launches 200 µs of work behind a 300 µs backlog, then spends 480 µs in
+    # ``call``: in a sync it waits for the queue to drain (the device is the limit),
+    # in an op it is busy on its own (the host is).
+    b = make_builder()
+    for i in range(3):
+        b.kernel("pre_window_kernel", i * 100, 100, corr=1 + i)
+    b.step(1, 0, 505)
+    b.launch("gemm_kernel", 5, 300, 100)
+    b.launch("gemm_kernel", 10, 400, 100)
+    if call.startswith("cuda"):
+        b.runtime(call, 20, 480)
+    else:
+        b.op(call, 20, 480)
+    b.step(2, 505, 505)
+    b.launch("gemm_kernel", 510, 520, 100)
+    bl = launch_backlog(b.analysis())
+    assert bl.host_blocked_us[0] == (480.0 if not host_limited else 0.0)
+    assert bl.device_work_us[0] == 200.0 and bl.change_us[0] == pytest.approx(-300.0)
+    assert bool(bl.host_limited[0]) is host_limited

@@ -5,7 +5,9 @@ What it detects
     earlier steps, or before the record window) while the queue of
     launched-but-not-started work shrinks, and the host takes longer to issue a
     step than the device needs to run it: the step's own device work is at most
-    80 % of its host time, by at least 10 µs, and the queued device time shrinks
+    80 % of the host's time for it (without its waits in syncs and collectives,
+    which drain the queue for the device's or the other ranks' sake), by at least
+    10 µs, and the queued device time shrinks
     by at least half the difference (``views.backlog``; the queue is HTA's queue
     length, counted over the device's streams). The message gives the host's
     issue period, the device work per step, the queue at both ends and the
@@ -108,7 +110,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"{fmt_count(bl.backlog_end[last])} and {fmt_us(bl.backlog_end_us[last])} "
                  f"at the end{delays}), which shrinks by "
                  f"{fmt_us(-np.median(bl.change_us[idx]))} a step. Once it is empty the device "
-                 "waits for the host: in steady state these steps are overhead-bound."),
+                 "waits for the host: in steady state the host is the limit, not the "
+                 "device."),
         steps=steps, evidence=_delay_evidence(analysis, idx), savings_us=None,
         confirm=("profile more steps after a longer warm-up: the launch → start delay "
                  "keeps falling until the device idles between launches"),

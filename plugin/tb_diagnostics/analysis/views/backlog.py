@@ -8,19 +8,22 @@ without made its series go negative). Here the same count is taken over every
 stream of the device, with two additions: activity launched *before* the record
 window (``views.activity_coverage``) is queued from the start, since it was
 launched and had not started, and the queued work is also summed in µs of device
-time, which says how long the device can run without the host.
+time (launched and not yet done, the running activity's remainder included), which
+says how long the device can run without the host.
 
 Per step (its host window ``[host_start, host_end)``) that gives the queue at both
 ends and its change, the launch → start delay of the step's launches, the host's
 time for the step (its issue period) and the device time of the step's own work.
 When the device runs on work queued before the step and the queue shrinks while
-the host needs longer for a step than the device does, the device only looks
-busy: it is draining a backlog the host no longer refills, and once the queue is
-empty the host is the limit (``host_limited``). When the queue grows, the device
+the host needs longer to issue a step (its time without waits in syncs and
+collectives) than the device needs to run it, the device only looks busy: it is
+draining a backlog the host no longer refills, and once the queue is empty the
+host is the limit (``host_limited``). When the queue grows, the device
 is the limit (``device_limited``).
 
-This view reads the host steps and the activities' steps only (never the step
-windows), so the windows' verdict can read it.
+This view reads the host steps, the activities' steps and the host's sync and
+collective intervals only (never the step windows), so the windows' verdict can
+read it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.activity_coverage import pre_window_activities
 
@@ -55,6 +59,7 @@ class LaunchBacklog:
     backlog_end_us: np.ndarray
     launch_queue_us: np.ndarray  # median launch call end → activity start (NaN: no launch)
     device_work_us: np.ndarray  # union of the step's own activities
+    host_blocked_us: np.ndarray  # host time in syncs and collectives: waiting, not issuing
     pre_window: np.ndarray  # bool per device activity: backlog launched before the window
 
     def __len__(self) -> int:
@@ -66,6 +71,12 @@ class LaunchBacklog:
         return self.host_end - self.host_start
 
     @property
+    def host_issue_us(self) -> np.ndarray:
+        """The host's time for each step without its waits on the device (syncs) and on
+        other ranks (collectives): the time it takes to issue the step's work."""
+        return np.maximum(self.host_period_us - self.host_blocked_us, 0.0)
+
+    @property
     def change_us(self) -> np.ndarray:
         """Queued device work at the step's end minus at its start."""
         return self.backlog_end_us - self.backlog_start_us
@@ -73,8 +84,10 @@ class LaunchBacklog:
     @property
     def host_limited(self) -> np.ndarray:
         """Bool per step: the device drains work queued earlier and the host issues less
-        than the device consumes; in steady state the host is the limit."""
-        period, work = self.host_period_us, self.device_work_us
+        than the device consumes; in steady state the host is the limit. A host that
+        waits in a sync or a collective lets the queue drain for the device's or the
+        other ranks' sake, so only its issue time counts."""
+        period, work = self.host_issue_us, self.device_work_us
         deficit = period - work
         shrink = -self.change_us
         return ((self.backlog_start_us > 0) & (work <= HOST_LIMITED_RATIO * period)
@@ -108,6 +121,7 @@ class LaunchBacklog:
             "launch_queue_us": None if np.isnan(q) else round(q, 3),
             "host_period_us": round(float(self.host_period_us[k]), 3),
             "device_work_us": round(float(self.device_work_us[k]), 3),
+            "host_blocked_us": round(float(self.host_blocked_us[k]), 3),
             "host_limited": bool(self.host_limited[k]),
         }
 
@@ -200,6 +214,8 @@ def launch_backlog(analysis: SpanAnalysis) -> LaunchBacklog:
         cuts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
         size = np.diff(np.r_[cuts, w.size])
         queue[w[cuts]] = (delay[cuts + (size - 1) // 2] + delay[cuts + size // 2]) / 2
+    blocked = covered(analysis.sync_intervals | analysis.comm_intervals, host_lo, host_hi)
     return LaunchBacklog(host_start=host_lo, host_end=host_hi, backlog_start=count_lo,
                          backlog_end=count_hi, backlog_start_us=work_lo, backlog_end_us=work_hi,
-                         launch_queue_us=queue, device_work_us=work, pre_window=pre)
+                         launch_queue_us=queue, device_work_us=work, host_blocked_us=blocked,
+                         pre_window=pre)
