@@ -22,7 +22,7 @@ SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", 
 # The launch queue per step (views.backlog) and activity coverage per span.
 STEP_KEYS |= {"backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us",
               "backlog_trend", "launch_queue_us", "host_period_us", "device_work_us",
-              "host_limited"}
+              "host_limited", "host_blocked_us"}
 SPAN_KEYS |= {"activity_complete"}
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
                "saves_us", "per_step"}
