@@ -22,8 +22,8 @@ from tb_diagnostics import cache as cache_module
 from tb_diagnostics import engine
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.cli import main
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 OLD = 1_000_000_000  # 2001: older than any stale-temp cutoff, and than every cache entry
 
@@ -245,16 +245,15 @@ def test_writes_do_not_rescan_the_cache_each_time(tmp_path, monkeypatch):
     (f,) = write_run(tmp_path / "logs").files
     listings = []
     real_scandir, real_listdir = os.scandir, os.listdir
+    watched = (cache.root.resolve(), cache.store.resolve())
 
     def counted(real):
         def listing(path="."):
-            if Path(os.fspath(path)).resolve() in (cache.root.resolve(), store):
+            if Path(os.fspath(path)).resolve() in watched:
                 listings.append(path)
             return real(path)
         return listing
 
-    store = cache.root.resolve() / cache_module.STORE_NAME if hasattr(
-        cache_module, "STORE_NAME") else cache.root.resolve()
     monkeypatch.setattr(os, "scandir", counted(real_scandir))
     monkeypatch.setattr(os, "listdir", counted(real_listdir))
     n = 400
