@@ -75,3 +75,27 @@ def test_activity_without_a_launch_inside_the_window(trace, tmp_path):
     assert cov.notes() == ["12 device activities have no launch call in the trace (a "
                            "launching thread not recorded?); device utilisation is not "
                            "complete"]
+
+
+def test_shared_traces(shared_traces):
+    from tb_diagnostics.analysis import SpanAnalysis
+    from tb_diagnostics.trace import load_trace
+
+    def cov(run):
+        (path,) = sorted((shared_traces / run).glob("*.pt.trace.json*"))
+        return activity_coverage(SpanAnalysis(load_trace(str(path))))
+
+    # Backlog from before the window, counted by correlation id (HTA's own test trace for
+    # negative queue lengths is one of them).
+    assert {run: cov(run).pre_window_count for run in (
+        "hta_2022_v100_rank1_of2", "hta_a100_compiled_train_rank0_of16",
+        "kineto_2021jan_resnet50_profiler_api", "tracelens_h100_qwen1.5_0.5b_inference",
+    )} == {"hta_2022_v100_rank1_of2": 614, "hta_a100_compiled_train_rank0_of16": 872,
+           "kineto_2021jan_resnet50_profiler_api": 733,
+           "tracelens_h100_qwen1.5_0.5b_inference": 509}
+    # Counter mode records ranges, not kernels: no launch has its activity.
+    counters = cov("hta_a100_cupti_counters")
+    assert not counters.complete and counters.launches_missing == 94
+    # Empty memsets only: complete.
+    owl = cov("tracelens_h100_owlv2_large_inference")
+    assert owl.complete and owl.memset_launches_missing == 305

@@ -119,3 +119,18 @@ def test_a_host_waiting_in_a_sync_is_not_the_limit(make_builder, call, host_limi
     assert bl.host_blocked_us[0] == (480.0 if not host_limited else 0.0)
     assert bl.device_work_us[0] == 200.0 and bl.change_us[0] == pytest.approx(-300.0)
     assert bool(bl.host_limited[0]) is host_limited
+
+
+def test_shared_traces(shared):
+    # The first profiled step of the 2021 ResNet-50 run is 83% busy on 733 activities
+    # launched before the window; the steps after it are 63-73% busy.
+    (f,) = RULE.run(shared("kineto_2021jan_resnet50_profiler_api"))
+    assert f.steps == [5]
+    assert f.message.startswith("In step 5 the host issues a step every 159.17 ms for "
+                                "102.88 ms of device work, yet the device is 83% busy")
+    # Rank 1 of the 2022 V100 job drains its queue in steps 1011 and 1014, waiting 91 and
+    # 101 ms in syncs: the device is the limit there.
+    v100 = shared("hta_2022_v100_rank1_of2")
+    bl = launch_backlog(v100)
+    assert bl.trend(2) == "draining" and bl.host_blocked_us[2] > 90_000
+    assert RULE.run(v100) == []

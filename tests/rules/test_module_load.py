@@ -91,3 +91,15 @@ def test_launch_delay_leaves_the_load_out(builder):
     builder.launch("cudnn_kernel", 30_010, 450_020, 50, api_dur=420_000)
     f = next(f for f in LAUNCH_DELAY.run(builder.analysis()) if f.title == "Launch latency")
     assert "15 of 15 launches" in f.message
+
+
+def test_shared_traces(shared):
+    # AlexNet's first cuDNN launch blocks the host 3.06 s; no other shared trace has one
+    # (the counter-mode trace's slow launches record no kernel: not first launches).
+    (f,) = RULE.run(shared("hta_a100_alexnet_cuda_sync"))
+    assert f.message.startswith("1 first launch(es) of a kernel block the host for 3.06 s "
+                                "in all: 3.06 s in cudaLaunchKernel for "
+                                "cask_cudnn::computeOffsetsKernel (from "
+                                "aten::cudnn_convolution)")
+    assert len(module_loads(shared("hta_a100_cupti_counters"))) == 0
+    assert len(module_loads(shared("hta_2022_v100_rank1_of2"))) == 0

@@ -96,14 +96,19 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     first, last = int(idx[0]), int(idx[-1])
     busy = float(np.median([windows[k].device_busy for k in idx.tolist()]))
     q0, q1 = bl.launch_queue_us[first], bl.launch_queue_us[last]
-    delays = (f"; launch → start {fmt_us(q0)} in step {windows[first].step}, "
-              f"{fmt_us(q1)} in step {windows[last].step}"
-              if not (np.isnan(q0) or np.isnan(q1)) else "")
+    if np.isnan(q0) or np.isnan(q1):
+        delays = ""
+    elif first == last:
+        delays = f"; launch → start {fmt_us(q0)}"
+    else:
+        delays = (f"; launch → start {fmt_us(q0)} in step {windows[first].step}, "
+                  f"{fmt_us(q1)} in step {windows[last].step}")
+    medians = " (medians)" if idx.size > 1 else ""
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"In {steps_text(steps)} the host issues a step every "
                  f"{fmt_us(np.median(bl.host_period_us[idx]))} for "
-                 f"{fmt_us(np.median(bl.device_work_us[idx]))} of device work (medians), yet "
+                 f"{fmt_us(np.median(bl.device_work_us[idx]))} of device work{medians}, yet "
                  f"the device is {fmt_pct(busy)} busy: it runs on a backlog launched earlier "
                  f"({fmt_count(bl.backlog_start[first])} activities and "
                  f"{fmt_us(bl.backlog_start_us[first])} of device time queued at the start, "
