@@ -21,8 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces" / "hta_a100_nccl_train_rank0_of2"

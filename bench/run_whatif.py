@@ -18,8 +18,8 @@ import argparse
 import statistics
 from pathlib import Path
 
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 from tb_diagnostics.report.compare import cold_steps
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from conftest import TraceBuilder, tree_digest
-from tb_diagnostics import engine
+from tb_diagnostics import engine, opening
 from tb_diagnostics.cache import TMP_PREFIX, TraceCache
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 from tb_diagnostics.trace.model import MemoryEvents, TraceModel
 
 
@@ -40,7 +40,7 @@ def test_second_open_comes_from_the_cache(tmp_path, cache, monkeypatch):
     def no_parsing(*a, **k):
         raise AssertionError("parsed again despite a current cache entry")
 
-    monkeypatch.setattr(engine, "load_trace", no_parsing)
+    monkeypatch.setattr(opening, "load_trace", no_parsing)
     assert engine.span_summary(f, cache=cache) == cold
     warm = engine.open_model(f, cache)
     pairs = [(fld.name, getattr(model_cold, fld.name), getattr(warm, fld.name))

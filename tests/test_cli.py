@@ -16,16 +16,16 @@ STEP_KEYS = {"step", "start_us", "host_start_us", "host_end_us", "wall_us", "dev
              "verdict", "main_idle_cause", "self_cpu_us", "self_device_us",
              "ops", "kernels", "flags", "comm_us", "exposed_comm_us", "overlap",
              "flops", "achieved_tflops", "flop_utilisation", "flop_precision",
-             "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"}
-SPAN_KEYS = {"span", "file", "device", "verdict", "steps", "findings", "notes", "errors",
-             "distributed", "roofline", "whatif"}
+             "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us", "cold"}
+SPAN_KEYS = {"span", "file", "device", "verdict", "verdict_split", "steps", "findings",
+             "notes", "errors", "distributed", "roofline", "whatif"}
 # The launch queue per step (views.backlog) and activity coverage per span.
 STEP_KEYS |= {"backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us",
               "backlog_trend", "launch_queue_us", "host_period_us", "device_work_us",
               "host_limited", "host_blocked_us"}
 SPAN_KEYS |= {"activity_complete"}
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
-               "saves_us", "per_step"}
+               "saves_us", "saves_us_total", "saves_uneven", "per_step"}
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes"}
 
@@ -81,7 +81,9 @@ def test_text_report_has_a_step_table_and_headline(logdir, capsys):
     assert main(["report", str(logdir), "--run", "runA"]) == 0
     out = capsys.readouterr().out
     assert "run runA · worker worker0 · span 5 (cuda: Test GPU)" in out
-    assert "verdict: Step 1 is overhead-bound (step 2: compute-bound): the GPU is busy" in out
+    # The span is what most of its warm time is: step 2's 105 µs outweigh step 1's 100 µs.
+    assert ("verdict: Step 2 is compute-bound (1 compute-bound step takes 105 µs of 205 µs; "
+            "1 overhead-bound, step 1, takes 100 µs): the GPU is busy") in out
     assert "#1" in out and "#2" in out and "compute-bound" in out
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tb_diagnostics.cli import main
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 distributed = pytest.importorskip("distributed")
 

@@ -11,9 +11,9 @@ import pytest
 
 from conftest import SHARED_TRACES, TraceBuilder
 from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.executors import ExecutorError, open_executor
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 from tb_diagnostics.server import DataProvider
 from tb_diagnostics.trace import load_trace
 

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import TraceBuilder
 from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 from tb_diagnostics.trace import load_trace, load_trace_bytes
 from tb_diagnostics.trace.categories import Kind
 

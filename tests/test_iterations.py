@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TraceBuilder, analyse
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 REPO = Path(__file__).resolve().parents[1]
 

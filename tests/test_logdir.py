@@ -9,9 +9,9 @@ import fsspec
 import pytest
 
 from conftest import TraceBuilder, tree_digest
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.logdir import parse_trace_name, scan_logdir
-from tb_diagnostics.report import build_document
 
 
 def tiny(n: int = 1) -> bytes:

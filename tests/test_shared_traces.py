@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 pytestmark = pytest.mark.shared
 

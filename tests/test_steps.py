@@ -7,8 +7,8 @@ import json
 import pytest
 
 from conftest import GPU_PID, analyse
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 
 def figures(w) -> dict:

@@ -6,8 +6,8 @@ import multiprocessing
 
 import pytest
 
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 
 torch = pytest.importorskip("torch")
 

@@ -7,7 +7,7 @@
 >>> report                        # in a notebook: the step chart and findings inline
 
 A :class:`Report` wraps the document ``tb-diagnostics report --format json`` prints,
-built by the same engine (:func:`tb_diagnostics.report.build_document`), with the same
+built by the same engine (:func:`tb_diagnostics.engine.build_document`), with the same
 cache; every view here is a reshaping of that document, except :meth:`Report.to_html`'s
 dispatch chains, which open each span's analysis again (from the cache when it has them).
 """
@@ -311,9 +311,9 @@ def analyze(path: str | os.PathLike[str], run: str | None = None, *,
     holds no such run, :class:`~tb_diagnostics.cache.CacheLocationError` when the cache
     lies inside it; a trace that cannot be read is that span's ``errors`` entry.
     """
+    from tb_diagnostics.engine import build_document
     from tb_diagnostics.executors import open_executor
     from tb_diagnostics.logdir import scan_logdir
-    from tb_diagnostics.report import build_document
 
     text = os.fspath(path)
     one_file = _is_file(text)

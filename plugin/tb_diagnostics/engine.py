@@ -10,15 +10,18 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, Thresholds
 from tb_diagnostics.cache import TraceCache, digest
 from tb_diagnostics.errors import TraceLoadError
-from tb_diagnostics.logdir import SpanFile
-from tb_diagnostics.trace import TraceModel, load_trace
+from tb_diagnostics.logdir import LogDir, SpanFile
+from tb_diagnostics.opening import analysed_spans, open_analysis, open_model
+
+__all__ = ["MAX_WORKERS", "analysed_spans", "build_document", "open_analysis", "open_model",
+           "span_summary", "summarise_files"]
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -27,41 +30,6 @@ _log = logging.getLogger(__name__)
 
 #: Upper bound of worker processes, whatever the core count: each holds a model in memory.
 MAX_WORKERS = 8
-
-
-def open_model(f: SpanFile, cache: TraceCache | None = None) -> TraceModel:
-    """The model of a span file: from the cache when it is current, else parsed (and cached)."""
-    if cache is not None:
-        model = cache.get_model(f)
-        if model is not None:
-            return model
-    # The listing's size and mtime: a file replaced since is reported, not cached under them.
-    model = load_trace(f.url, display_path=f.relpath, expect=(f.size, f.mtime))
-    if cache is not None:
-        with contextlib.suppress(OSError):  # a full or read-only cache must not fail analysis
-            cache.put_model(f, model)
-    return model
-
-
-def open_analysis(f: SpanFile, thresholds: Thresholds | None = None,
-                  cache: TraceCache | None = None) -> SpanAnalysis:
-    """A :class:`SpanAnalysis` of the span (raises :class:`TraceLoadError`)."""
-    return SpanAnalysis(open_model(f, cache), thresholds)
-
-
-def analysed_spans(files: Iterable[SpanFile], span_docs: dict[str, dict[str, Any]],
-                   thresholds: Thresholds | None = None, cache: TraceCache | None = None,
-                   ) -> Iterator[tuple[dict[str, Any], SpanAnalysis]]:
-    """``(span document, analysis)`` for each file that the report analysed with steps
-    (``span_docs`` by relpath); unreadable files are skipped: the report names them."""
-    for f in files:
-        span = span_docs.get(f.relpath)
-        if span is None or not span["steps"]:
-            continue
-        try:
-            yield span, open_analysis(f, thresholds, cache)
-        except TraceLoadError:
-            continue
 
 
 def thresholds_variant(thresholds: Thresholds | None) -> str:
@@ -112,6 +80,25 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
         with contextlib.suppress(OSError):
             cache.put_results(f, variant, doc)
     return doc
+
+
+def build_document(logdir: LogDir, run: str | None = None,
+                   thresholds: Thresholds | None = None, *, cache: TraceCache | None = None,
+                   workers: int | None = None, executor: Executor | None = None,
+                   progress: Callable[[int, int, SpanFile], None] | None = None,
+                   ) -> dict[str, Any]:
+    """Analyse every span of ``logdir`` (or of one run) into the report document.
+
+    Files are analysed in parallel (see :func:`summarise_files`); ``report`` only
+    assembles their documents (:func:`~tb_diagnostics.report.document.logdir_document`).
+    """
+    from tb_diagnostics.report.document import logdir_document
+
+    runs = [r for r in logdir.runs if run is None or r.name == run]
+    files = [f for r in runs for f in r.files]
+    done = summarise_files(files, thresholds, cache=cache, workers=workers, executor=executor,
+                           progress=progress)
+    return logdir_document(logdir, runs, done)
 
 
 def _summary_job(f: SpanFile, thresholds: Thresholds | None,

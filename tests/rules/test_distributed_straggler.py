@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tb_diagnostics.engine import build_document
 from tb_diagnostics.logdir import scan_logdir
-from tb_diagnostics.report import build_document
 from tb_diagnostics.rules_run.base import RankSteps, RunTable
 from tb_diagnostics.rules_run.distributed_straggler import RULE
 

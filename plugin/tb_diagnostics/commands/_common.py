@@ -11,11 +11,10 @@ from typing import Any
 from tb_diagnostics.analysis.cost.peaks import PEAKS_ENV, PeaksFileError, load_overrides
 from tb_diagnostics.analysis.verdict import COMPUTE_BOUND, CPU_HEAVY_SELF_US, LOW_BUSY, Thresholds
 from tb_diagnostics.cache import CacheLocationError, TraceCache, cache_for_logdir
-from tb_diagnostics.engine import MAX_WORKERS
+from tb_diagnostics.engine import MAX_WORKERS, build_document
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.executors import ExecutorError, open_executor
 from tb_diagnostics.logdir import LogDir, scan_logdir
-from tb_diagnostics.report import build_document
 
 
 class CommandError(Exception):

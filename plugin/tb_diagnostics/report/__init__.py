@@ -1,5 +1,9 @@
-"""Present: the JSON document and its text and Markdown renderings."""
+"""Present: the JSON document and its text, Markdown and HTML renderings.
 
-from tb_diagnostics.report.document import analyse_file, build_document
+This package only renders what the analysis decided; the engine
+(:func:`tb_diagnostics.engine.build_document`) runs the analysis and calls it.
+"""
 
-__all__ = ["analyse_file", "build_document"]
+from tb_diagnostics.report.document import logdir_document, span_document
+
+__all__ = ["logdir_document", "span_document"]

@@ -6,10 +6,11 @@ a baseline may come from a log dir or from a JSON file written earlier by
 
 Definitions (documented in the README's "Sharing runs"):
 
-- **Warm steps** are a run's steps minus the cold ones: those named by a
-  ``cold-start-step`` finding of their span, or flagged ``cold`` in the step's
-  own ``flags``. Runs with several workers or spans contribute all their warm
-  steps, in worker, span, step order.
+- **Warm steps** are a run's steps minus the cold ones: those whose ``cold`` field
+  is true (the analysis decides it, ``analysis.views.warmth``); in a document written
+  before steps had that field, those named by a ``cold-start-step`` finding of their
+  span or flagged ``cold`` in the step's own ``flags``. Runs with several workers or
+  spans contribute all their warm steps, in worker, span, step order.
 - **Median warm step time** is the median ``wall_us`` over the warm steps
   (over all steps when every step is cold, so a one-step run still compares).
 - **Steps are matched by position**: the k-th warm step of the baseline with
@@ -25,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from tb_diagnostics.analysis.headline import verdict_by_time
 from tb_diagnostics.output import displayable
 
 SCHEMA_VERSION = 1
@@ -41,6 +43,8 @@ def _spans(run: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def cold_steps(span: dict[str, Any]) -> set[int | None]:
     """Step numbers of ``span`` that ran cold (see the module doc)."""
+    if any("cold" in s for s in span["steps"]):
+        return {s["step"] for s in span["steps"] if s.get("cold")}
     cold = {s["step"] for s in span["steps"] if "cold" in s.get("flags", ())}
     for f in span["findings"]:
         if f["rule"] in COLD_RULES:
@@ -70,7 +74,8 @@ def run_summary(run: dict[str, Any], logdir: str | None = None) -> dict[str, Any
     steps = all_steps(run)
     warm = warm_steps(run) or steps
     warm_ids = {id(s) for s in warm}
-    verdicts = Counter(s["verdict"] for s in warm)
+    # As a span's verdict (analysis.headline): the verdict of most of the warm time.
+    by_time = verdict_by_time((s["step"], s["verdict"], s["wall_us"]) for s in warm)
     return {
         "logdir": logdir,
         "run": run["run"],
@@ -80,7 +85,7 @@ def run_summary(run: dict[str, Any], logdir: str | None = None) -> dict[str, Any
                              key=_step_key),
         "median_warm_wall_us": _median([s["wall_us"] for s in warm]),
         "median_warm_device_busy_us": _median([s["device_busy_us"] for s in warm]),
-        "verdict": verdicts.most_common(1)[0][0] if verdicts else None,
+        "verdict": by_time[0].verdict if by_time else None,
     }
 
 

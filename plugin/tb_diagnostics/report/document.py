@@ -6,24 +6,19 @@ and of the tab's routes (documented in the README); add keys, never rename.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from tb_diagnostics.analysis import SpanAnalysis, StepWindow, Thresholds
+from tb_diagnostics.analysis import SpanAnalysis, StepWindow
+from tb_diagnostics.analysis.headline import span_verdict
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
-from tb_diagnostics.logdir import LogDir, SpanFile
-from tb_diagnostics.report.compare import cold_steps
+from tb_diagnostics.analysis.views.warmth import step_walls
+from tb_diagnostics.logdir import LogDir, Run, SpanFile
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.launch_queue import add_launch_queue
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
 from tb_diagnostics.report.whatif import whatif_section
 from tb_diagnostics.rules import run_rules
-
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
-    from tb_diagnostics.cache import TraceCache
 
 SCHEMA_VERSION = 1
 
@@ -68,16 +63,11 @@ def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
         s["overlap"] = None if ov is None else round(ov, 6)
 
 
-def headline_verdict(windows: list[StepWindow],
-                     cold: set[int | None] | frozenset[int | None] = frozenset()) -> str | None:
-    """The span's verdict: the most common verdict of the warm steps (the earliest step
-    breaks ties); a cold step's one-time costs do not decide it."""
-    if not windows:
-        return None
-    windows = [w for w in windows if w.step not in cold] or windows
-    counts = Counter(w.verdict for w in windows)
-    top = max(counts.values())
-    return next(w.verdict for w in windows if counts[w.verdict] == top)
+def _add_cold(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+    """Per step: whether it ran cold, as the analysis decided it (``views.warmth``): the
+    one field the headline, the what-if, the compare and the tab's chart read."""
+    for s, cold in zip(steps, step_walls(analysis).cold.tolist(), strict=True):
+        s["cold"] = bool(cold)
 
 
 def span_document(f: SpanFile, analysis: SpanAnalysis | None,
@@ -87,6 +77,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "file": f.relpath,
         "device": {"kind": None, "name": None},
         "verdict": None,
+        # The warm time by verdict, most first (see analysis.headline).
+        "verdict_split": [],
         "steps": [],
         "findings": [],
         "notes": [],
@@ -107,9 +99,15 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     add_step_roofline(doc["steps"], analysis)
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
-    doc["findings"] = [f.to_dict() for f in run_rules(analysis)]
-    doc["verdict"] = headline_verdict(windows, cold_steps(doc))
-    doc["whatif"] = whatif_section(analysis, cold_steps(doc))
+    _add_cold(doc["steps"], analysis)
+    findings = run_rules(analysis)
+    doc["findings"] = [f.to_dict() for f in findings]
+    verdict = span_verdict(analysis)
+    doc["verdict"] = verdict.verdict
+    doc["verdict_split"] = [x.to_dict(verdict.warm_wall_us) for x in verdict.split]
+    doc["whatif"] = whatif_section(analysis)
+    # A rule that raised is a bug of that rule: the span says which, never silence.
+    doc["notes"].extend(x.note for x in getattr(findings, "failures", ()))
     if not len(analysis.host_steps):
         doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
     elif analysis.host_steps.inferred:
@@ -126,28 +124,11 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     return doc
 
 
-def analyse_file(f: SpanFile, thresholds: Thresholds | None = None) -> dict[str, Any]:
-    """Load and analyse one span file; a bad file becomes an ``errors`` entry, never a crash."""
-    from tb_diagnostics.engine import span_summary
-
-    return span_summary(f, thresholds)
-
-
-def build_document(logdir: LogDir, run: str | None = None,
-                   thresholds: Thresholds | None = None, *, cache: TraceCache | None = None,
-                   workers: int | None = None, executor: Executor | None = None,
-                   progress: Callable[[int, int, SpanFile], None] | None = None,
-                   ) -> dict[str, Any]:
-    """Analyse every span of ``logdir`` (or of one run) into the report document.
-
-    Files are analysed in parallel (see :func:`tb_diagnostics.engine.summarise_files`).
-    """
-    from tb_diagnostics.engine import summarise_files
-
-    runs = [r for r in logdir.runs if run is None or r.name == run]
-    files = [f for r in runs for f in r.files]
-    done = summarise_files(files, thresholds, cache=cache, workers=workers, executor=executor,
-                           progress=progress)
+def logdir_document(logdir: LogDir, runs: Sequence[Run],
+                    spans: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The report document of ``runs`` of ``logdir`` from their span documents (``spans``,
+    by relpath): the engine analyses the files (``engine.build_document``), this only
+    assembles what it returned."""
     return {
         "schema": SCHEMA_VERSION,
         "logdir": logdir.logdir,
@@ -156,7 +137,7 @@ def build_document(logdir: LogDir, run: str | None = None,
             add_run_analysis({
                 "run": r.name,
                 "workers": [
-                    {"worker": w.name, "spans": [done[s.relpath] for s in w.spans]}
+                    {"worker": w.name, "spans": [spans[s.relpath] for s in w.spans]}
                     for w in r.workers
                 ],
             })

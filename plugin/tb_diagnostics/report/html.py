@@ -294,7 +294,7 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
 def dispatch_chains(logdir: Any, doc: dict[str, Any], thresholds: Any = None,
                     cache: Any = None) -> dict[str, tuple[Any, dict[str, Any]]]:
     """One dispatch tree per span: its first warm step's (what the tab opens on is similar)."""
-    from tb_diagnostics.engine import analysed_spans
+    from tb_diagnostics.opening import analysed_spans
     from tb_diagnostics.report.compare import cold_steps
     from tb_diagnostics.server.tree import present_tree
 

@@ -1,7 +1,8 @@
 """Per warm step: self time by op name and device time by kernel name, for ``compare``.
 
 These need the trace models (the report document keeps only per-step totals),
-which come from the engine's cache when the report was just built.
+which come from the engine's cache (through :mod:`tb_diagnostics.opening`) when the
+report was just built.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import numpy as np
 from tb_diagnostics.analysis import Thresholds
 from tb_diagnostics.analysis.views.tables import kernel_instances, op_table
 from tb_diagnostics.cache import TraceCache
-from tb_diagnostics.engine import analysed_spans
 from tb_diagnostics.logdir import LogDir
+from tb_diagnostics.opening import analysed_spans
 from tb_diagnostics.report.compare import cold_steps
 
 

@@ -94,7 +94,10 @@ def headline(span: dict[str, Any]) -> str:
     else:
         subject = f"Steps {step_ranges(numbers)} are {verdict}"
     others = [s for s in warm if s["verdict"] != verdict]
-    if others:
+    split = _split_text(span, warm)
+    if split:
+        subject += f" ({split})"
+    elif others:
         by_verdict: dict[str, list[int]] = {}
         for s in others:
             by_verdict.setdefault(s["verdict"], []).append(s["step"])
@@ -127,6 +130,31 @@ def headline(span: dict[str, Any]) -> str:
     if cold:
         text += "; " + _cold_text(cold, warm)
     return text + "."
+
+
+def _split_text(span: dict[str, Any], warm: list[dict[str, Any]]) -> str:
+    """How the warm time splits between the verdicts, where none holds nearly all of it
+    (``analysis.headline``): ``11 input-bound steps take 6.10 s of 8.50 s; 15
+    compute-bound, steps 12–26, take 2.40 s``; empty where one verdict holds it."""
+    from tb_diagnostics.analysis.headline import ONE_SIDED_SHARE
+
+    split = span.get("verdict_split") or []
+    total = sum(x["wall_us"] for x in split)
+    if len(split) < 2 or total <= 0 or split[0]["wall_us"] >= ONE_SIDED_SHARE * total:
+        return ""
+    unit = "iteration" if any("inferred" in s.get("flags", ()) for s in warm) else "step"
+    parts = []
+    for i, x in enumerate(split):
+        n = len(x["steps"])
+        verb = "takes" if n == 1 else "take"
+        if i == 0:
+            parts.append(f"{n} {x['verdict']} {unit}{'' if n == 1 else 's'} {verb} "
+                         f"{_dur(x['wall_us'])} of {_dur(total)}")
+            continue
+        nums = [st for st in x["steps"] if st is not None]
+        where = f", {'step' if n == 1 else 'steps'} {step_ranges(nums)}," if nums else ""
+        parts.append(f"{n} {x['verdict']}{where} {verb} {_dur(x['wall_us'])}")
+    return "; ".join(parts)
 
 
 def _cold_text(cold: list[dict[str, Any]], warm: list[dict[str, Any]]) -> str:

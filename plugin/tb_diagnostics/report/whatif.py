@@ -1,9 +1,13 @@
 """The projections' part of the report document: ``spans[].whatif``.
 
 One entry per change that applies to the span (see :mod:`..analysis.views.whatif`), then
-``all``: ``{id, change, rules, assumes, steps, wall_us_before, wall_us_after, saves_us}``.
-The walls are the medians of the warm steps (``steps``; the cold ones left out), and
-``saves_us`` is the median of those steps' savings; ``per_step`` gives every window's
+``all``: ``{id, change, rules, assumes, steps, wall_us_before, wall_us_after, saves_us,
+saves_us_total, saves_uneven}``.
+The walls are the medians of the warm steps (``steps``; the cold ones left out, as the
+steps' ``cold`` field says), and ``saves_us`` is the median of those steps' savings: the
+number a finding proposing the change gives as its ``savings_us``. ``saves_us_total`` adds
+those steps' savings up, and ``saves_uneven`` says they differ widely (then the reports
+give the total next to the median). ``per_step`` gives every window's
 ``{step, before_us, after_us}``. Savings are per step; a span without steps has one
 window, so its figures are per span.
 """
@@ -15,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.analysis.views.whatif import projections
 
 
@@ -22,9 +27,10 @@ def _r(x: float) -> float:
     return round(float(x), 3)
 
 
-def whatif_section(analysis: SpanAnalysis, cold: set[int | None]) -> list[dict[str, Any]]:
+def whatif_section(analysis: SpanAnalysis) -> list[dict[str, Any]]:
     windows = analysis.windows
-    warm = [k for k, w in enumerate(windows) if w.step not in cold] or list(range(len(windows)))
+    cold = step_walls(analysis).cold.tolist()
+    warm = [k for k, c in enumerate(cold) if not c] or list(range(len(windows)))
     out = []
     for p in projections(analysis):
         out.append({
@@ -36,6 +42,8 @@ def whatif_section(analysis: SpanAnalysis, cold: set[int | None]) -> list[dict[s
             "wall_us_before": _r(np.median(p.before_us[warm])),
             "wall_us_after": _r(np.median(p.after_us[warm])),
             "saves_us": _r(p.saving(warm)),
+            "saves_us_total": _r(p.total_saving(warm)),
+            "saves_uneven": p.uneven(warm),
             # Every window, cold ones included, for the tab's bars of the selected step.
             "per_step": [{"step": w.step, "before_us": _r(p.before_us[k]),
                           "after_us": _r(p.after_us[k])} for k, w in enumerate(windows)],
@@ -52,6 +60,10 @@ def whatif_lines(span: dict[str, Any]) -> list[str]:
         per = "per step" if w["steps"] and w["steps"][0] is not None else "over the span"
         saves = (f"saves {fmt_us(w['saves_us'])} {per}" if w["saves_us"] >= 0.05
                  else "no measurable saving")
+        if w.get("saves_uneven"):
+            n = len(w["steps"])
+            saves += (f" (median; the steps' savings differ widely: "
+                      f"{fmt_us(w['saves_us_total'])} over the {n} warm steps)")
         out.append(f"{w['id']}: {fmt_us(w['wall_us_before'])} → {fmt_us(w['wall_us_after'])}"
                    f", {saves} — {w['change']}")
     return out

@@ -23,9 +23,6 @@ from tb_diagnostics.report.text import headline
 from tb_diagnostics.server.loader import Progress
 from tb_diagnostics.server.tree import heaviest_path, path_to_row, present_tree
 
-#: Rule ids (or parts of them) whose findings mean "this step ran cold".
-_COLD_RULE_WORDS = ("cold", "warmup", "warm-up", "first-step")
-
 
 def load_and_summarise(f: SpanFile, progress: Progress, thresholds: Thresholds | None = None,
                        cache: TraceCache | None = None) -> tuple[SpanAnalysis, dict[str, Any]]:
@@ -54,7 +51,9 @@ def summarise(f: SpanFile, analysis: SpanAnalysis,
     flags = _step_flags(doc["findings"])
     for s, w in zip(doc["steps"], analysis.windows, strict=False):
         s["index"] = w.index
-        s["flags"] = sorted(set(s.get("flags", ())) | flags.get(w.step, set()))
+        # "cold" is the step's own field (the analysis decides it), badged like the rest.
+        cold = {"cold"} if s.get("cold") else set()
+        s["flags"] = sorted(set(s.get("flags", ())) | flags.get(w.step, set()) | cold)
     doc["rules"] = rule_texts(x["rule"] for x in doc["findings"])
     m = analysis.model
     doc["trace"] = {"events": len(m), "lanes": len(m.lanes),
@@ -64,16 +63,14 @@ def summarise(f: SpanFile, analysis: SpanAnalysis,
 
 
 def _step_flags(findings: list[dict[str, Any]]) -> dict[int | None, set[str]]:
-    """Steps a finding calls cold or distorted by the profiler."""
+    """Steps a finding calls distorted by the profiler (whether a step is cold is its
+    ``cold`` field, never a finding's rule id)."""
     out: dict[int | None, set[str]] = {}
     for x in findings:
-        words = []
-        if x.get("artefact"):
-            words.append("artefact")
-        if any(w in x["rule"] for w in _COLD_RULE_WORDS):
-            words.append("cold")
+        if not x.get("artefact"):
+            continue
         for step in x.get("steps") or []:
-            out.setdefault(step, set()).update(words)
+            out.setdefault(step, set()).add("artefact")
     return out
 
 

@@ -28,6 +28,10 @@ from tb_diagnostics.analysis.replay.engine import Change, replay
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 
+#: Per-step savings whose standard deviation exceeds this fraction of their mean differ
+#: widely: the what-if card gives their total next to the median.
+UNEVEN_SAVING_CV = 0.5
+
 
 @dataclass(frozen=True)
 class Projection:
@@ -41,6 +45,23 @@ class Projection:
     def saving(self, windows: Iterable[int] | None = None) -> float:
         """Median saving per step over ``windows`` (all when None)."""
         return median_saving(self.before_us, self.after_us, windows)
+
+    def total_saving(self, windows: Iterable[int] | None = None) -> float:
+        """The savings of ``windows`` (all when None) added up: the time the span saves."""
+        diff = self.before_us - self.after_us
+        idx = list(range(diff.shape[0])) if windows is None else list(windows)
+        return float(diff[idx].sum()) if idx else 0.0
+
+    def uneven(self, windows: Iterable[int] | None = None) -> bool:
+        """Whether the steps' savings differ widely (coefficient of variation above
+        :data:`UNEVEN_SAVING_CV`): then the median of one step says little of the span,
+        whose 11 slow input-bound steps may save seconds while 15 others save nothing."""
+        diff = self.before_us - self.after_us
+        idx = list(range(diff.shape[0])) if windows is None else list(windows)
+        if len(idx) < 2:
+            return False
+        mean = float(diff[idx].mean())
+        return mean > 0 and float(diff[idx].std()) > UNEVEN_SAVING_CV * mean
 
 
 def median_saving(before_us: np.ndarray, after_us: np.ndarray,

@@ -24,8 +24,14 @@ const OUTLIER = 4;
 /** Head room above the tallest bar the chart is scaled to, for its cap. */
 const HEAD = 1.08;
 
+/**
+ * Whether a step ran cold: its `cold` field, decided once by the analysis (the
+ * headline, the rules and the what-if read the same); a step of a document written
+ * before that field existed falls back to its "cold" flag.
+ */
 export function isCold(s) {
-  return s.cold === true || s.warm === false || (s.flags || []).includes("cold");
+  if (typeof s.cold === "boolean") return s.cold;
+  return s.warm === false || (s.flags || []).includes("cold");
 }
 
 /**
