@@ -140,13 +140,14 @@ def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
                          dtype=np.int64)
     rows, numbers, notes = _distinct_steps(model, rows, numbers)
     if not rows.size and infer:
-        from tb_diagnostics.analysis.iterations import infer_iterations
+        from tb_diagnostics.analysis.iterations import search_iterations
 
-        it = infer_iterations(model)
+        it, why = search_iterations(model)
         if it is not None:
             return HostSteps(rows=it.rows, numbers=np.arange(len(it), dtype=np.int64),
                              host_start=it.host_start, host_end=it.host_end,
                              inferred_from=it.source)
+        notes.append(f"no iterations inferred: {why}")  # why the span is one window
     return HostSteps(rows=rows, numbers=numbers, host_start=model.start[rows],
                      host_end=model.end[rows], notes=tuple(notes))
 
