@@ -60,10 +60,12 @@ def whatif_lines(span: dict[str, Any]) -> list[str]:
         per = "per step" if w["steps"] and w["steps"][0] is not None else "over the span"
         saves = (f"saves {fmt_us(w['saves_us'])} {per}" if w["saves_us"] >= 0.05
                  else "no measurable saving")
-        if w.get("saves_uneven"):
+        if w.get("saves_uneven") and w.get("saves_us_total", 0) > 0:
+            # The median of one step says little where 11 steps save seconds and 15 none.
             n = len(w["steps"])
-            saves += (f" (median; the steps' savings differ widely: "
-                      f"{fmt_us(w['saves_us_total'])} over the {n} warm steps)")
+            saves = (f"saves {fmt_us(w['saves_us_total'])} over the {n} warm steps ("
+                     f"{'no measurable saving' if w['saves_us'] < 0.05 else fmt_us(w['saves_us'])}"
+                     " at the median step: the steps' savings differ widely)")
         out.append(f"{w['id']}: {fmt_us(w['wall_us_before'])} → {fmt_us(w['wall_us_after'])}"
                    f", {saves} — {w['change']}")
     return out

@@ -1,7 +1,8 @@
 // The "What if" card: each change the backend can replay on this span
 // (summary.whatif), as the selected step's wall time before the change (a grey
 // bar) and after it (a coloured one), replayed, on one scale shared by every
-// bar; the saving beside it is the median over the warm steps. Without a
+// bar; the saving beside it is the median over the warm steps (the number the
+// proposing findings give), with the total over those steps where they differ widely. Without a
 // selected step (or for a span without steps) the bars are the medians. "all" (every change at once) comes first: its saving is not the sum of
 // the others. Each projection names the rules proposing it that have findings
 // here; a rule's button opens that finding in the findings card.
@@ -43,6 +44,16 @@ function msUnit(us) {
 export function savesText(p) {
   if (!(p.saves_us > 0)) return "no measurable saving";
   return `saves ${msUnit(p.saves_us)}${perSpan(p) ? " per span" : "/step"}`;
+}
+
+/**
+ * Where the steps' savings differ widely (`saves_uneven`: 11 slow steps save seconds, 15
+ * others nothing), the median says little of the span: "99.0 ms over 26 warm steps".
+ */
+export function totalText(p) {
+  if (!p.saves_uneven || !(p.saves_us_total > 0)) return "";
+  const n = (p.steps || []).length;
+  return `${msUnit(p.saves_us_total)} over ${n} warm step${n === 1 ? "" : "s"} (savings differ widely)`;
 }
 
 function stepsText(p) {
@@ -126,7 +137,8 @@ export class WhatIfView {
     const { before, after, step } = this.walls(p);
     const w = (us) => `${Math.min(Math.max((us / scale) * 100, 0), 100).toFixed(2)}%`;
     const title = [`Assumes: ${p.assumes || "—"}`, `Steps used: ${stepsText(p)}`,
-      `now ${msUnit(before)} → after ${msUnit(after)}; ${savesText(p)} (the median of the per-step savings)`].join("\n");
+      `now ${msUnit(before)} → after ${msUnit(after)}; ${savesText(p)} (the median of the per-step savings)`,
+      totalText(p) ? `in all: ${totalText(p)}` : null].filter(Boolean).join("\n");
     return h("li", {
       class: `wi-row${all ? " wi-all" : ""}`, id: `whatif-${p.id}`,
       dataset: { id: p.id, before: String(before), after: String(after), saves: String(p.saves_us ?? "") },
@@ -144,7 +156,9 @@ export class WhatIfView {
     h("div", { class: "wi-bar after", style: { width: w(after) } })),
     h("div", { class: "wi-nums" },
       h("div", { class: "wi-ba" }, `${step === null ? "" : `step ${step}: `}${ms(before)} → ${ms(after)} ms`),
-      h("div", { class: `wi-save${p.saves_us > 0 ? "" : " zero"}` }, savesText(p))));
+      h("div", { class: `wi-save${p.saves_us > 0 ? "" : " zero"}` }, savesText(p)),
+      totalText(p) ? h("div", { class: "wi-total", dataset: { total: String(p.saves_us_total) } },
+        totalText(p)) : null));
   }
 
   /** The proposing rules that have findings here: one button each, opening its top finding. */
