@@ -139,6 +139,16 @@ def test_a_benchmark_loop_of_one_op(trace, tmp_path):
                                           "with aten::matmul")
 
 
+@pytest.mark.parametrize(("calls", "steps"), [(3, [None]), (4, [0, 1, 2, 3])])
+def test_a_few_calls_of_one_op_are_not_a_loop(trace, tmp_path, calls, steps):
+    """Three ``aten::to`` calls (a forward moving its inputs) repeat too: a sequence of
+    ops needs 4 top-level calls over its repeats to be a loop."""
+    for k in range(calls):
+        trace.op("aten::to", 100 * k, 50)
+    a, _ = windows(trace, tmp_path)
+    assert [w.step for w in a.windows] == steps
+
+
 def test_the_layers_of_one_forward_are_one_window(trace, tmp_path):
     """One eager forward of a 32-layer decoder, its modules recorded: the layers' ops
     repeat 32 times at the top level of ops, but one ``nn.Module`` forward encloses them

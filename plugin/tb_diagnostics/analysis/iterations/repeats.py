@@ -46,6 +46,10 @@ MIN_COVERAGE = 0.9
 #: by chance at the tail of a long run is not its loop, while a benchmark's set-up (model
 #: build, weights upload, CUDA context) may take longer than the loop it prepares.
 MIN_LOOP_SHARE = 0.25
+#: A repeating sequence of ops holds at least this many top-level calls over all its
+#: repeats: two or three calls of one op are as often how one forward moves its inputs
+#: as a loop.
+MIN_REPEATED_CALLS = 4
 #: Host gaps at every q-th repeat of a unit that are this many times the other gaps (by
 #: median, all of them above the others' 90th percentile) mark a loop around q repeats.
 LOOP_GAP_RATIO = 1.25
@@ -204,6 +208,8 @@ def _signature_of(m: TraceModel, lane: Lane, level: np.ndarray, names: np.ndarra
     if once < max(1, 2 * alike.size / 3):
         return None
     at, grouped = _loop_cuts(lane, level, inverse, at)
+    if at[-1] - at[0] + np.median(np.diff(at)) < MIN_REPEATED_CALLS:
+        return None
     what = f"top-level ops starting with {m.strings[int(names[inverse[at[0]]])]}"
     source = f"a repeating sequence of {what}"
     if grouped > 1:
