@@ -6,9 +6,9 @@ saves_us_total, saves_uneven}``.
 The walls are the medians of the warm steps (``steps``; the cold ones left out, as the
 steps' ``cold`` field says), and ``saves_us`` is the median of those steps' savings: the
 number a finding proposing the change gives as its ``savings_us``. ``saves_us_total`` adds
-those steps' savings up, and ``saves_uneven`` says they differ widely (then the reports
-give the total next to the median). ``per_step`` gives every window's
-``{step, before_us, after_us}``. Savings are per step; a span without steps has one
+those steps' savings up (each at least zero), and ``saves_uneven`` says they differ
+widely (then the reports give the total next to the median). ``per_step`` gives every
+window's ``{step, before_us, after_us}``. Savings are per step; a span without steps has one
 window, so its figures are per span.
 """
 

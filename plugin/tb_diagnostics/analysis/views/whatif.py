@@ -46,22 +46,26 @@ class Projection:
         """Median saving per step over ``windows`` (all when None)."""
         return median_saving(self.before_us, self.after_us, windows)
 
+    def step_savings(self, windows: Iterable[int] | None = None) -> np.ndarray:
+        """Each of ``windows``' (all when None) saving, never below zero: removing work
+        does not lengthen a step, so a replayed step a few µs longer is the replay's
+        noise, not a cost (the findings' savings are clipped the same way)."""
+        diff = np.maximum(self.before_us - self.after_us, 0.0)
+        return diff if windows is None else diff[list(windows)]
+
     def total_saving(self, windows: Iterable[int] | None = None) -> float:
-        """The savings of ``windows`` (all when None) added up: the time the span saves."""
-        diff = self.before_us - self.after_us
-        idx = list(range(diff.shape[0])) if windows is None else list(windows)
-        return float(diff[idx].sum()) if idx else 0.0
+        """The steps' savings added up: the time the span saves."""
+        return float(self.step_savings(windows).sum())
 
     def uneven(self, windows: Iterable[int] | None = None) -> bool:
         """Whether the steps' savings differ widely (coefficient of variation above
         :data:`UNEVEN_SAVING_CV`): then the median of one step says little of the span,
         whose 11 slow input-bound steps may save seconds while 15 others save nothing."""
-        diff = self.before_us - self.after_us
-        idx = list(range(diff.shape[0])) if windows is None else list(windows)
-        if len(idx) < 2:
+        saved = self.step_savings(windows)
+        if saved.shape[0] < 2:
             return False
-        mean = float(diff[idx].mean())
-        return mean > 0 and float(diff[idx].std()) > UNEVEN_SAVING_CV * mean
+        mean = float(saved.mean())
+        return mean > 0 and float(saved.std()) > UNEVEN_SAVING_CV * mean
 
 
 def median_saving(before_us: np.ndarray, after_us: np.ndarray,
