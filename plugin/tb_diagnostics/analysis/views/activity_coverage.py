@@ -10,7 +10,7 @@ one side is missing, the span's figures describe only part of the work:
   thread launched on all of them. Device utilisation is then a lower bound.
   Memsets are apart: CUDA records no activity for a memset that sets nothing
   (cuBLAS/cuDNN workspace clears of zero bytes, sub-µs calls), so they are
-  counted but do not make the activity incomplete.
+  counted, but neither noted nor making the activity incomplete.
 - **Activity with no launch.** CUPTI numbers API calls in the order the process
   makes them, so an activity whose correlation id is below that of the first
   launch call in the trace was launched *before* the record window (in the
@@ -118,11 +118,9 @@ class ActivityCoverage:
                 out.append(what + " (too few to change the figures)")
             else:
                 out.append(what + " (work ran unseen: CUPTI dropped activities when its "
-                           "buffers filled, or the trace records one device of a model "
-                           "split over several GPUs); device utilisation is a lower bound")
-        if self.memset_launches_missing:
-            out.append(f"{self.memset_launches_missing:,} of {self.memset_launches:,} memset "
-                       "calls have no device activity (an empty memset records none)")
+                           "buffers filled, the trace records one device of a model split "
+                           "over several GPUs, or the profiler recorded counters instead of "
+                           "activities); device utilisation is a lower bound")
         if self.no_launch_count:
             out.append(f"{self.no_launch_count:,} device activities have no launch call in the "
                        "trace (a launching thread not recorded?)"
