@@ -58,6 +58,8 @@ def test_backlog_launched_before_the_window_is_no_steps_kernels(trace, tmp_path)
     assert cov.notes() == ["3 device activities were launched before the record window and "
                            "ran inside it: backlog, not any step's kernels"]
     assert a.activity_step.tolist() == [-1, -1, -1, 0, 1]
+    # ...and step 1's dispatch chain holds its own kernel only, not the backlog.
+    assert [a.model.name_of(r) for r in a.window_activity_rows(0)] == ["k"]
     w = a.windows
     # Step 1's kernels are its own one; the device was busy on the backlog too.
     assert (w[0].kernels, w[0].self_device_us, w[0].device_busy_us) == (1, 50.0, 350.0)
