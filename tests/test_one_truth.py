@@ -235,6 +235,21 @@ def test_the_span_verdict_is_the_one_of_most_of_the_warm_time(tmp_path):
                        )["verdict"] == "input-bound"
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the tab's JS")
+def test_the_tabs_what_if_card_gives_the_total_of_uneven_savings():
+    card = {"saves_us": 0.0, "saves_us_total": 99000.0, "saves_uneven": True,
+            "steps": list(range(1, 27))}
+    script = (f"import {{ totalText, savesText }} from "
+              f"{json.dumps((APP / 'whatif.js').as_uri())};"
+              f"const p = {json.dumps(card)};"
+              "console.log(JSON.stringify([savesText(p), totalText(p),"
+              " totalText({...p, saves_uneven: false})]));")
+    out = subprocess.run([shutil.which("node"), "--input-type=module", "-e", script],
+                         capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(out.stdout) == [
+        "no measurable saving", "99.0 ms over 26 warm steps (savings differ widely)", ""]
+
+
 def test_an_even_saving_gives_no_total_and_a_one_sided_span_no_split(tmp_path):
     b = TraceBuilder(tmp_path / "log" / "run")
     for s in range(4):
