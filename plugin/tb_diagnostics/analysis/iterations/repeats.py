@@ -14,6 +14,7 @@ A repeating unit is only a guess, so it must pass two tests a script's loop pass
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 
@@ -55,6 +56,9 @@ MIN_REPEATED_CALLS = 4
 LOOP_GAP_RATIO = 1.25
 #: ... seen at least this many times (one loop boundary by chance is too easy).
 MIN_LOOP_SEAMS = 3
+#: At most this many repeats of a unit are grouped into one iteration (the deepest models
+#: have about a hundred identical layers); bounds the search.
+MAX_BLOCKS = 128
 
 _RUN_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER)
 
@@ -228,12 +232,11 @@ def _alike(lane: Lane, level: np.ndarray, inverse: np.ndarray, it: Iterations) -
     window may stop short, or run on a little into what followed the loop."""
     at = np.searchsorted(lane.start[level], np.append(it.host_start, it.host_end[-1]))
     seqs = [tuple(inverse[a:b].tolist()) for a, b in itertools.pairwise(at)]
-    body = seqs[:-1]
-    mode = max(set(body), key=body.count)
+    mode, count = Counter(seqs[:-1]).most_common(1)[0]
     last = seqs[-1]
     n = len(mode)
     ran_on = last[:n] == mode and len(last) <= EDGE_PERIODS * n
-    same = body.count(mode) + (ran_on or mode[:len(last)] == last)
+    same = count + (ran_on or mode[:len(last)] == last)
     return same >= PERIOD_AGREEMENT * len(seqs)
 
 
@@ -267,20 +270,18 @@ def _loop_cuts(lane: Lane, level: np.ndarray, inverse: np.ndarray,
         cuts = at  # not one periodic run (a repeat by chance): the anchor's own repeats
     g = gap[cuts]
     best = (1, 0)
-    for q in range(2, cuts.size // MIN_LOOP_SEAMS + 1):
-        for r in range(q):
-            j = np.arange(cuts.size)
-            seams = (j % q == r) & (j >= 1)
-            inner = ~seams & (j >= r + q) & (j >= 1)
-            if (seams.sum() < MIN_LOOP_SEAMS or inner.sum() < seams.sum()
-                    or np.isnan(g[seams | inner]).any()):
-                continue
-            lo, rest = float(g[seams].min()), g[inner]
-            if (lo > float(np.quantile(rest, 0.9))
-                    and float(np.median(g[seams])) >= LOOP_GAP_RATIO * float(np.median(rest))):
-                best = (q, r)
-                break
-        if best[0] > 1:
+    for q in range(2, min(cuts.size // MIN_LOOP_SEAMS, MAX_BLOCKS) + 1):
+        # After the first (cold) iteration, one row per iteration, one column per phase:
+        # the loop's seams are the column whose every pause beats the other pauses.
+        k = (cuts.size - q) // q
+        if k < MIN_LOOP_SEAMS:
+            break
+        grid = g[q:q + q * k].reshape(k, q)
+        r = int(np.argmax(grid.min(axis=0)))
+        seams, rest = grid[:, r], np.delete(grid, r, axis=1).ravel()
+        if (seams.min() > np.quantile(rest, 0.9)
+                and np.median(seams) >= LOOP_GAP_RATIO * np.median(rest)):
+            best = (q, r)
             break
     q, r = best
     return (cuts[r::q] if q > 1 else cuts), q
