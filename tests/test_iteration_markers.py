@@ -340,3 +340,16 @@ def test_shared_traces_without_their_steps_get_one_iteration_per_step(shared_tra
                               if not str(e.get("name", "")).startswith("ProfilerStep#")]
         it = infer_iterations(load_trace_bytes(json.dumps(doc).encode(), path.name))
         assert (0 if it is None else len(it)) == STEP_COUNTS[run], path.name
+
+
+@pytest.mark.shared
+def test_the_shared_excerpt_says_why_it_is_one_window(shared_traces):
+    """The 54-event inference excerpt holds 8 runtime calls and 4 kernels, no op or label:
+    nothing to cut at, and the span's note says so."""
+    from tb_diagnostics.analysis.steps import find_host_steps
+    from tb_diagnostics.trace import load_trace
+
+    (path,) = (shared_traces / "hta_2022_legacy_categories_tiny").iterdir()
+    hs = find_host_steps(load_trace(str(path)))
+    assert len(hs) == 0
+    assert hs.notes == ("no iterations inferred: the trace has no top-level op or label calls",)
