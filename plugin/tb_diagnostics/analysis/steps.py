@@ -44,6 +44,10 @@ class StepWindow:
     ops: int
     kernels: int
     flags: list[str] = field(default_factory=list)
+    # What decided the verdict where compute_busy and the main cause did not: None, or
+    # "launch-backlog" (a warm step whose device drains work queued earlier for a host
+    # that issues less than the device runs: the host is the limit, views.backlog).
+    verdict_by: str | None = None
 
     @property
     def wall_us(self) -> float:
