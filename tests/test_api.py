@@ -81,9 +81,10 @@ def test_notebook_session_on_the_shared_traces(shared_report, shared_traces, tmp
         assert col in df.columns, col
     assert pd.api.types.is_float_dtype(df["wall_us"])
     assert df["device_busy"].between(0, 1).all()
-    # Busy plus the idle causes is the step's wall time, row by row.
+    # Busy plus the idle causes (and the labelled idle time: the profiler's, one-time
+    # compilation and module loads) is the step's wall time, row by row.
     idle = [c for c in ("input_us", "sync_us", "idle_comm_us", "launch_us", "other_us",
-                        "profiler_us") if c in df.columns]
+                        "profiler_us", "compile_us", "module_load_us") if c in df.columns]
     assert ((df["device_busy_us"] + df[idle].sum(axis=1)) - df["wall_us"]).abs().max() < 0.05
 
     # In [3]: per-run questions a notebook asks.

@@ -24,6 +24,9 @@ STEP_KEYS |= {"backlog_start", "backlog_end", "backlog_start_us", "backlog_end_u
               "backlog_trend", "launch_queue_us", "host_period_us", "device_work_us",
               "host_limited", "host_blocked_us"}
 SPAN_KEYS |= {"activity_complete"}
+# What decided a verdict where compute_busy did not; the coverage counts.
+STEP_KEYS |= {"verdict_reason"}
+SPAN_KEYS |= {"activity_coverage"}
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
                "saves_us", "saves_us_total", "saves_uneven", "per_step"}
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
@@ -54,7 +57,8 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
     assert span["device"] == {"kind": "cuda", "name": "Test GPU"}
     assert [set(s) for s in span["steps"]] == [STEP_KEYS, STEP_KEYS]
     assert set(span["steps"][0]["idle"]) == {"input_us", "sync_us", "launch_us", "other_us",
-                                            "profiler_us", "comm_us"}
+                                            "profiler_us", "comm_us", "compile_us",
+                                            "module_load_us"}
     assert [s["verdict"] for s in span["steps"]] == ["overhead-bound", "compute-bound"]
     assert isinstance(span["findings"], list)
     assert set(span["roofline"]) == ROOFLINE_KEYS

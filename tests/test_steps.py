@@ -14,7 +14,9 @@ from tb_diagnostics.logdir import scan_logdir
 def figures(w) -> dict:
     assert w.idle["profiler"] == 0  # no profiler artefact in these traces
     assert w.idle["comm"] == 0  # nor collectives
-    idle = {k: v for k, v in w.idle.items() if k not in ("profiler", "comm")}
+    assert w.idle["compile"] == w.idle["module_load"] == 0  # nor one-time costs
+    idle = {k: v for k, v in w.idle.items()
+            if k not in ("profiler", "comm", "compile", "module_load")}
     return {"step": w.step, "start": w.start, "wall": w.wall_us, "busy": w.device_busy_us,
             "idle": idle, "verdict": w.verdict}
 
@@ -100,7 +102,7 @@ def test_sync_bound_step(trace, tmp_path):
     (w,) = analyse(trace, tmp_path).windows
     # The sync overlaps the kernel for 100 µs: only the idle part is charged to it.
     assert w.idle == {"input": 0, "sync": 800, "comm": 0, "launch": 5, "other": 95,
-                      "profiler": 0}
+                      "profiler": 0, "compile": 0, "module_load": 0}
     assert w.verdict == "sync-bound"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property, wraps
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -21,9 +21,16 @@ from tb_diagnostics.analysis.steps import (
     StepWindow,
     device_partition,
     find_host_steps,
-    per_window_sum,
 )
-from tb_diagnostics.analysis.verdict import Thresholds, main_idle_cause, verdict_of
+from tb_diagnostics.analysis.verdict import (
+    COMPILING_MIN_US,
+    Thresholds,
+    host_limited_verdict,
+    idle_split,
+    main_idle_cause,
+    verdict_of,
+)
+from tb_diagnostics.analysis.window_totals import per_window_totals
 from tb_diagnostics.trace.categories import (
     COMM_KERNEL,
     COMM_NAME,
@@ -33,7 +40,7 @@ from tb_diagnostics.trace.categories import (
     SYNC_NAME,
     Kind,
 )
-from tb_diagnostics.trace.model import TraceModel, row_indices
+from tb_diagnostics.trace.model import TraceModel
 
 T = TypeVar("T")
 
@@ -60,6 +67,15 @@ def computed(fn: Callable[[SpanAnalysis], T]) -> Callable[[SpanAnalysis], T]:
 #: operators, runtime calls); the profiler's own span and overhead are not.
 _LAUNCH_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER,
                            Kind.PYTHON})
+
+
+class _HostLimited(NamedTuple):
+    """Per window, as lists: host-limited (a warm step on a draining backlog), the host's
+    DataLoader time and its issue time (µs)."""
+
+    host: list[bool]
+    input_us: list[float]
+    issue_us: list[float]
 
 
 class SpanAnalysis:
@@ -144,6 +160,20 @@ class SpanAnalysis:
     @cached_property
     def launch_intervals(self) -> Intervals:
         return self._host_union(self.launch_rows())
+
+    @cached_property
+    def compile_intervals(self) -> Intervals:
+        """When the host compiles (``views.compiled``): a one-time cost, labelled."""
+        from tb_diagnostics.analysis.views.compiled import compile_intervals
+
+        return compile_intervals(self)
+
+    @cached_property
+    def module_load_intervals(self) -> Intervals:
+        """Kernels' first launches loading their module (``views.launch``): one-time."""
+        from tb_diagnostics.analysis.views.launch import module_loads
+
+        return module_loads(self).intervals
 
     @cached_property
     def profiler_intervals(self) -> Intervals:
@@ -288,27 +318,15 @@ class SpanAnalysis:
         # Collectives are communication, not compute: the verdict reads compute only.
         compute_iv = self.compute_intervals
         compute = busy if compute_iv is busy_iv else np.minimum(covered(compute_iv, lo, hi), busy)
-        # Each cause takes the idle time its intervals add to the ones before it, so
-        # where host activities nest, the first of profiler, input, sync, comm, launch wins.
-        with_profiler = busy_iv | self.profiler_intervals
-        with_input = with_profiler | self.input_intervals
-        with_sync = with_input | self.sync_intervals
-        with_comm = with_sync | self.comm_intervals
-        with_launch = with_comm | self.launch_intervals
-        c_profiler = covered(with_profiler, lo, hi)
-        c_input = covered(with_input, lo, hi)
-        c_sync = covered(with_sync, lo, hi)
-        c_comm = covered(with_comm, lo, hi)
-        c_launch = covered(with_launch, lo, hi)
-        idle = {
-            "input": c_input - c_profiler,
-            "sync": c_sync - c_input,
-            "comm": c_comm - c_sync,
-            "launch": c_launch - c_comm,
-            "other": wall - c_launch,
-            "profiler": c_profiler - busy,
-        }
-        stats = self._per_window_stats(lo, hi)
+        # Where host activities nest, the first of profiler, compile, module load, input,
+        # sync, comm, launch takes the idle time (verdict.idle_split).
+        idle = idle_split(busy_iv, busy, lo, hi, {
+            "profiler": self.profiler_intervals, "compile": self.compile_intervals,
+            "module_load": self.module_load_intervals, "input": self.input_intervals,
+            "sync": self.sync_intervals, "comm": self.comm_intervals,
+            "launch": self.launch_intervals})
+        limited = self._host_limited()
+        stats = per_window_totals(self, lo, hi)
         # Python lists, not numpy scalars, in the per-window loop: a trace of a million
         # steps builds a million windows, and a float() of a numpy scalar costs 10× more.
         n = lo.shape[0]
@@ -316,6 +334,9 @@ class SpanAnalysis:
         idle_cols = {c: np.maximum(v, 0.0).tolist() for c, v in idle.items()}
         busy_l, wall_l, lo_l, hi_l = busy.tolist(), wall.tolist(), lo.tolist(), hi.tolist()
         compute_l = compute.tolist()
+        # Compiling, whether the device idled meanwhile or ran earlier work.
+        compiling_l = (covered(self.compile_intervals, lo, hi) >= COMPILING_MIN_US).tolist() \
+            if len(self.compile_intervals) else [False] * n
         # The device ran only collectives: busy minus compute (compute lies inside busy).
         alone_l = np.maximum(busy - compute, 0.0).tolist()
         step_l = hs.numbers.tolist() if has_steps else [None] * n
@@ -331,10 +352,18 @@ class SpanAnalysis:
         for k in range(n):
             idle_k = {c: col[k] for c, col in idle_cols.items()}
             busy_k, compute_k, alone_k = busy_l[k], compute_l[k], alone_l[k]
-            # The profiler's own time is labelled, and left out of the verdict.
-            judged = wall_l[k] - idle_k["profiler"]
+            # The profiler's own time and one-time costs are labelled, and left out of the
+            # verdict: a step that compiles for 1.7 s is judged on the rest.
+            judged = wall_l[k] - idle_k["profiler"] - idle_k["compile"] - idle_k["module_load"]
             frac = compute_k / judged if judged > 0 else 0.0
             cause = main_idle_cause(idle_k, alone_k)
+            verdict, verdict_by = verdict_of(frac, cause, th), None
+            if limited is not None and limited.host[k]:
+                verdict = host_limited_verdict(limited.input_us[k], limited.issue_us[k])
+                verdict_by = "launch-backlog"
+            flags = ["inferred"] if hs.inferred else []
+            if compiling_l[k]:
+                flags.append("compiling")
             out.append(StepWindow(
                 index=k,
                 step=step_l[k],
@@ -348,42 +377,30 @@ class SpanAnalysis:
                 compute_busy_us=compute_k,
                 exposed_collective_us=alone_k,
                 idle=idle_k,
-                verdict=verdict_of(frac, cause, th),
+                verdict=verdict,
                 main_idle_cause=cause,
                 self_cpu_us=cpu_l[k],
                 self_device_us=dev_l[k],
                 ops=ops_l[k],
                 kernels=kernels_l[k],
-                flags=["inferred"] if hs.inferred else [],
+                flags=flags,
+                verdict_by=verdict_by,
             ))
         return out
 
-    def _per_window_stats(self, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
-        """The seed table's totals per window: self CPU, self device, op and kernel counts."""
-        m = self.model
-        n = lo.shape[0]
-        hs = self.host_steps
-        host_lo = hs.host_start if len(hs) else lo
-        host_hi = hs.host_end if len(hs) else hi
+    def _host_limited(self) -> _HostLimited | None:
+        """Per window: whether it is a warm step limited by the host on a draining backlog
+        (``views.backlog``), with the host's issue time and its DataLoader part; None where
+        no step can be (a CPU-only trace, fewer than two steps)."""
+        from tb_diagnostics.analysis.views.backlog import launch_backlog
+        from tb_diagnostics.analysis.views.warmth import step_walls
 
-        ops = self.op_rows
-        # Ops and the annotations that are not DataLoader waits, as a mask: linear, where
-        # union1d/setdiff1d sort (a fifth of the analysis on a large trace).
-        mask = np.zeros(len(m), dtype=bool)
-        mask[m.rows_of({Kind.USER_ANNOTATION})] = True
-        mask[self.input_rows] = False
-        mask[ops] = True
-        cpu_rows = row_indices(mask)
-        del mask
-        self_cpu = per_window_sum(host_lo, host_hi, m.start, cpu_rows, m.self_time())
-        del cpu_rows
-        op_count = per_window_sum(host_lo, host_hi, m.start, ops)
-
-        acts = m.device_activity_rows
-        act_w = self.activity_step if len(hs) else np.zeros(acts.shape[0], dtype=np.int32)
-        ok = act_w >= 0
-        self_dev = np.bincount(act_w[ok], weights=m.dur[acts][ok], minlength=n)
-        is_kernel = m.kind[acts] == Kind.KERNEL
-        kernels = np.bincount(act_w[ok & is_kernel], minlength=n)
-        return {"self_cpu": self_cpu, "ops": op_count, "self_device": self_dev,
-                "kernels": kernels}
+        if self.cpu_only or len(self.host_steps) < 2:
+            return None
+        bl = launch_backlog(self)
+        # The cold step pays one-time costs (views.warmth): never judged by its backlog.
+        host = bl.host_limited & ~step_walls(self).cold
+        if not host.any():
+            return None
+        inputs = covered(self.input_intervals, bl.host_start, bl.host_end)
+        return _HostLimited(host.tolist(), inputs.tolist(), bl.host_issue_us.tolist())

@@ -19,11 +19,29 @@ the two parts that are communication: the host blocked in a collective while
 the device sat idle (``idle["comm"]``) and collective kernels running alone.
 They are disjoint in time (one is device idle, the other device busy), so
 nothing is counted twice.
+
+Some idle time is no cause: the profiler's own time, and one-time costs, the
+host compiling inside the window (Dynamo, AOTAutograd, Inductor and its
+autotuning: ``views.compiled``) and a kernel's first launch loading its module
+(``views.launch``). Each is labelled (``idle["profiler"]``, ``idle["compile"]``,
+``idle["module_load"]``), taken before every cause (so a sync inside an
+autotuning compile is compilation, and a 420 ms first launch is no launch
+overhead), and left out of the time the step is judged on (:data:`UNJUDGED`).
+
+A busy device is not always the limit: a warm step whose device runs on work
+queued before it, while the queue shrinks and the host needs longer to issue a
+step than the device needs to run it (``views.backlog``), is limited by the
+host whatever its ``compute_busy`` (:func:`host_limited_verdict`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.intervals import Intervals, covered
 
 #: compute_busy at or above which a step is compute-bound (torch-tb-profiler and
 #: HTA call ≥ 80 % GPU utilisation "good"; see docs/anchors in the README).
@@ -35,6 +53,12 @@ LOW_BUSY = 0.50
 CPU_HEAVY_SELF_US = 50.0
 
 IDLE_CAUSES = ("input", "sync", "comm", "launch", "other")
+#: Idle time that is the profiler's own or a one-time cost: labelled, never a cause, and
+#: left out of the time a step is judged on.
+UNJUDGED = ("profiler", "compile", "module_load")
+#: A window with at least this much host compile time (µs) is flagged ``compiling``
+#: (compile-overhead's threshold for compilation inside the window).
+COMPILING_MIN_US = 1000.0
 #: The verdict each dominant cause gives below LOW_BUSY. "other" (the host
 #: recorded nothing) falls back to overhead: the device waited for work.
 CAUSE_VERDICT = {
@@ -108,3 +132,34 @@ def verdict_of(compute_busy: float, cause: str | None, th: Thresholds) -> str:
     if compute_busy < th.low_busy:
         return CAUSE_VERDICT[cause or "other"]
     return "mixed"
+
+
+def host_limited_verdict(input_us: float, issue_us: float) -> str:
+    """The verdict of a warm step whose device drains a backlog for a host that issues less
+    than the device runs: the host is the limit, so its time names the verdict.
+    ``input-bound`` when the DataLoader holds at least half of the host's issue time
+    (``input_us`` of ``issue_us``: the host's time without waits and one-time costs), else
+    ``overhead-bound`` (Python, dispatch and launches)."""
+    if issue_us > 0 and input_us >= 0.5 * issue_us:
+        return CAUSE_VERDICT["input"]
+    return CAUSE_VERDICT["launch"]
+
+
+def idle_split(busy: Intervals, busy_us: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               layers: Mapping[str, Intervals]) -> dict[str, np.ndarray]:
+    """The device idle µs of each window ``[lo[k], hi[k])`` by cause: each of ``layers``
+    (host intervals, in order) takes the idle time it adds to the busy time and the layers
+    before it, and ``other`` the rest, so the parts sum to ``hi - lo - busy_us``. Keyed
+    causes first (:data:`IDLE_CAUSES`), then the labelled time (:data:`UNJUDGED`)."""
+    so_far, c_prev = busy, busy_us
+    idle: dict[str, np.ndarray] = {}
+    for name, iv in layers.items():
+        if len(iv):  # most traces compile nothing and load no module: no union, no scan
+            so_far = so_far | iv
+            c_now = covered(so_far, lo, hi)
+        else:
+            c_now = c_prev
+        idle[name] = c_now - c_prev
+        c_prev = c_now
+    idle["other"] = (hi - lo) - c_prev
+    return {c: idle[c] for c in (*IDLE_CAUSES, *UNJUDGED)}

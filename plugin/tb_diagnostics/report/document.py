@@ -44,6 +44,9 @@ def step_document(w: StepWindow) -> dict[str, Any]:
         "exposed_collective_us": _us(w.exposed_collective_us),
         "idle": {f"{c}_us": _us(v) for c, v in w.idle.items()},
         "verdict": w.verdict,
+        # Where something other than compute_busy and the main cause decided the verdict
+        # (a warm step draining a launch backlog), why, in words; None otherwise.
+        "verdict_reason": None,
         "main_idle_cause": w.main_idle_cause,
         "self_cpu_us": _us(w.self_cpu_us),
         "self_device_us": None if w.self_device_us is None else _us(w.self_device_us),
@@ -88,6 +91,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "whatif": [],
         # Whether the trace recorded all the launched work (views.activity_coverage).
         "activity_complete": None,
+        # Its counts: launches, launches with no activity, activities with no launch…
+        "activity_coverage": None,
     }
     if analysis is None:
         return doc

@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis
-from tb_diagnostics.analysis.views.activity_coverage import activity_coverage
+from tb_diagnostics.analysis.views.activity_coverage import ActivityCoverage, activity_coverage
 from tb_diagnostics.analysis.views.backlog import launch_backlog
 from tb_diagnostics.analysis.views.launch import module_loads
+from tb_diagnostics.rules.launch_backlog_drain import backlog_reason
 
 
 def add_launch_queue(doc: dict[str, Any], analysis: SpanAnalysis) -> None:
     """Per step: the launch queue at both ends, launch → start, host period and device
-    work, and a ``module-load`` flag; per span: ``activity_complete`` and its notes."""
+    work, a ``module-load`` flag, and the verdict's reason where the backlog decided it;
+    per span: ``activity_complete``, the coverage counts and their notes."""
     backlog = launch_backlog(analysis)
     loads = module_loads(analysis)
     acts = analysis.model.device_activity_rows
@@ -21,10 +23,21 @@ def add_launch_queue(doc: dict[str, Any], analysis: SpanAnalysis) -> None:
         load_windows = set(analysis.activity_step[acts.searchsorted(loads.acts)].tolist())
     else:
         load_windows = {0} if len(loads) else set()
-    for k, step in enumerate(doc["steps"]):
+    for k, (step, w) in enumerate(zip(doc["steps"], analysis.windows, strict=True)):
         step.update(backlog.step_fields(k))
         if k in load_windows:
             step["flags"].append("module-load")
+        if w.verdict_by == "launch-backlog":  # the analysis decided it; here only the words
+            step["verdict_reason"] = backlog_reason(backlog, k)
     coverage = activity_coverage(analysis)
     doc["activity_complete"] = coverage.complete
+    doc["activity_coverage"] = coverage_counts(coverage)
     doc["notes"].extend(coverage.notes())
+
+
+def coverage_counts(c: ActivityCoverage) -> dict[str, int]:
+    """The span's ``activity_coverage``: launches (kernels and copies) and how many have no
+    device activity, activities with no launch, and backlog launched before the window."""
+    return {"launches": c.kernel_launches + c.copy_launches,
+            "launches_missing": c.launches_missing, "activities": c.activities,
+            "no_launch": c.no_launch_count, "pre_window": c.pre_window_count}

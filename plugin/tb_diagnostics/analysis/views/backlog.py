@@ -16,14 +16,16 @@ ends and its change, the launch → start delay of the step's launches, the host
 time for the step (its issue period) and the device time of the step's own work.
 When the device runs on work queued before the step and the queue shrinks while
 the host needs longer to issue a step (its time without waits in syncs and
-collectives) than the device needs to run it, the device only looks busy: it is
+collectives, and without one-time compilation and module loads) than the device
+needs to run it, the device only looks busy: it is
 draining a backlog the host no longer refills, and once the queue is empty the
 host is the limit (``host_limited``). When the queue grows, the device
 is the limit (``device_limited``).
 
-This view reads the host steps, the activities' steps and the host's sync and
-collective intervals only (never the step windows), so the windows' verdict can
-read it.
+This view reads the host steps, the activities' steps and the host's sync,
+collective, compile and module-load intervals only (never the step windows), so
+the windows' verdict reads it: a warm host-limited step is judged by the host's
+time, not by the busy device (``SpanAnalysis.windows``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import numpy as np
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.activity_coverage import pre_window_activities
+from tb_diagnostics.analysis.views.compiled import compile_intervals
+from tb_diagnostics.analysis.views.launch import module_loads
 
 #: The device's work for a step is at most this share of the host's time for it...
 HOST_LIMITED_RATIO = 0.8
@@ -61,6 +65,9 @@ class LaunchBacklog:
     device_work_us: np.ndarray  # union of the step's own activities
     host_blocked_us: np.ndarray  # host time in syncs and collectives: waiting, not issuing
     pre_window: np.ndarray  # bool per device activity: backlog launched before the window
+    # Host time waiting (syncs, collectives) or paying a one-time cost (compilation,
+    # module loads): the union, so a sync inside an autotuning compile counts once.
+    host_not_issuing_us: np.ndarray
 
     def __len__(self) -> int:
         return int(self.host_start.shape[0])
@@ -73,8 +80,9 @@ class LaunchBacklog:
     @property
     def host_issue_us(self) -> np.ndarray:
         """The host's time for each step without its waits on the device (syncs) and on
-        other ranks (collectives): the time it takes to issue the step's work."""
-        return np.maximum(self.host_period_us - self.host_blocked_us, 0.0)
+        other ranks (collectives) and its one-time costs (compiling, loading modules): the
+        time it takes, in steady state, to issue the step's work."""
+        return np.maximum(self.host_period_us - self.host_not_issuing_us, 0.0)
 
     @property
     def change_us(self) -> np.ndarray:
@@ -214,8 +222,11 @@ def launch_backlog(analysis: SpanAnalysis) -> LaunchBacklog:
         cuts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
         size = np.diff(np.r_[cuts, w.size])
         queue[w[cuts]] = (delay[cuts + (size - 1) // 2] + delay[cuts + size // 2]) / 2
-    blocked = covered(analysis.sync_intervals | analysis.comm_intervals, host_lo, host_hi)
+    waits = analysis.sync_intervals | analysis.comm_intervals
+    blocked = covered(waits, host_lo, host_hi)
+    one_time = compile_intervals(analysis) | module_loads(analysis).intervals
+    not_issuing = covered(waits | one_time, host_lo, host_hi) if len(one_time) else blocked
     return LaunchBacklog(host_start=host_lo, host_end=host_hi, backlog_start=count_lo,
                          backlog_end=count_hi, backlog_start_us=work_lo, backlog_end_us=work_hi,
                          launch_queue_us=queue, device_work_us=work, host_blocked_us=blocked,
-                         pre_window=pre)
+                         pre_window=pre, host_not_issuing_us=not_issuing)

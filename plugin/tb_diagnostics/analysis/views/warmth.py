@@ -66,9 +66,8 @@ class StepWalls:
 
 @computed
 def step_walls(analysis: SpanAnalysis) -> StepWalls:
-    windows = analysis.windows
-    lo = np.asarray([w.start for w in windows])
-    hi = np.asarray([w.end for w in windows])
+    # The windows' bounds, not the windows: the windows' verdict reads which step is cold.
+    lo, hi = (np.asarray(b, dtype=np.float64) for b in analysis.bounds)
     art = covered(profiler_artefacts(analysis).device_gaps, lo, hi)
     wall = np.maximum(hi - lo - art, 0.0)
     cold = np.zeros(wall.shape[0], dtype=bool)
