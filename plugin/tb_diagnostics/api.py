@@ -36,7 +36,11 @@ __all__ = ["Report", "analyze"]
 
 #: The first columns of :meth:`Report.steps`, in this order; the step's other keys follow.
 STEP_COLUMNS = ("run", "worker", "span", "file", "rank", "step", "start_us", "wall_us",
-                "device_busy_us", "device_busy", "verdict", "main_idle_cause")
+                "device_busy_us", "device_busy", "compute_busy_us", "compute_busy",
+                "exposed_collective_us", "verdict", "verdict_reason", "main_idle_cause", "cold",
+                "backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us",
+                "backlog_trend", "launch_queue_us", "host_period_us", "device_work_us",
+                "host_blocked_us", "host_limited")
 #: The first columns of :meth:`Report.findings`.
 FINDING_COLUMNS = ("run", "worker", "span", "file", "rule", "severity", "title", "message",
                    "steps", "savings_us")
@@ -80,10 +84,12 @@ class Report:
 
         Keys: ``run``, ``worker``, ``span``, ``file``, ``rank`` (None outside distributed
         runs), then every key of the step in the document (``step``, ``start_us``,
-        ``wall_us``, ``device_busy_us``, ``device_busy``, ``verdict``,
-        ``main_idle_cause``, ``flags``, ``flop_utilisation``…), with the idle causes
-        flattened (``input_us``, ``sync_us``, ``launch_us``, ``other_us``,
-        ``profiler_us``…). Where an idle key is also a step key (``comm_us``, the step's
+        ``wall_us``, ``device_busy_us``, ``device_busy``, ``compute_busy_us``,
+        ``compute_busy`` (what the verdict reads), ``verdict``, ``verdict_reason``,
+        ``main_idle_cause``, ``cold``, the launch backlog's keys, ``flags``,
+        ``flop_utilisation``…), with the idle causes flattened (``input_us``, ``sync_us``,
+        ``launch_us``, ``other_us``, ``profiler_us``, ``compile_us``, ``module_load_us``…).
+        Where an idle key is also a step key (``comm_us``, the step's
         communication time), the idle one is prefixed: ``idle_comm_us``.
         """
         out = []

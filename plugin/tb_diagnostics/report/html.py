@@ -37,18 +37,20 @@ TAB_CSS = Path(__file__).resolve().parents[1] / "static" / "style.css"
 #: Used only when the stylesheet is missing from an installation.
 _FALLBACK = {"busy": "#2e7d32", "collective": "#f9a825", "input": "#1e88e5",
              "sync": "#8e24aa", "comm": "#00897b", "launch": "#f4511e", "other": "#bdbdbd",
-             "profiler": "#a1887f",
+             "profiler": "#a1887f", "compile": "#5d4037", "module_load": "#c0ca33",
              "mixed": "#607d8b", "sev-critical": "#c62828", "sev-warning": "#ef6c00",
              "sev-info": "#546e7a"}
 #: The stacked parts of a step's bar, bottom up, as the tab stacks them: compute, the
 #: collective kernels no compute overlaps, then the device's idle time by cause.
 _PART_KEYS = (("busy", "compute_busy_us"), ("collective", "exposed_collective_us"),
               ("input", "input_us"), ("sync", "sync_us"), ("comm", "comm_us"),
-              ("launch", "launch_us"), ("other", "other_us"), ("profiler", "profiler_us"))
+              ("launch", "launch_us"), ("other", "other_us"), ("profiler", "profiler_us"),
+              ("compile", "compile_us"), ("module_load", "module_load_us"))
 _LABEL = {"busy": "compute busy", "collective": "collectives no compute overlaps",
           "input": "waiting for input", "sync": "blocked in sync",
           "comm": "host in collectives", "launch": "launching work", "other": "nothing recorded",
-          "profiler": "profiler itself"}
+          "profiler": "profiler itself", "compile": "compiling (one-time)",
+          "module_load": "loading modules (one-time)"}
 
 
 @cache

@@ -7,168 +7,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from tb_diagnostics.output import displayable
+
+# The headline lives in report.headline; html.py and older callers import it from here.
+from tb_diagnostics.report.headline import (  # noqa: F401
+    _dur,
+    _pct,
+    compute_us,
+    headline,
+    step_ranges,
+)
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
 from tb_diagnostics.report.whatif import whatif_lines
-
-_CAUSE_WORDS = {
-    "input": "waiting for the DataLoader",
-    "sync": "while the host blocks in syncs",
-    "comm": "while the host waits in collectives",
-    "launch": "while the CPU launches work",
-    "other": "with nothing recorded on the host",
-}
 
 
 def _ms(us: float | None) -> str:
     return "—" if us is None else f"{us / 1000:.2f}"
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
-def compute_us(s: dict[str, Any]) -> float:
-    """A step's compute busy µs (device activity that is not a collective kernel); a
-    document older than the field has only ``device_busy_us``."""
-    v = s.get("compute_busy_us")
-    return s["device_busy_us"] if v is None else v
-
-
 def _step_label(s: dict[str, Any]) -> str:
     return "(all)" if s["step"] is None else f"#{s['step']}"
-
-
-def step_ranges(numbers: list[int]) -> str:
-    """``[2, 3, 4, 5, 9]`` → ``"2–5, 9"``."""
-    out: list[str] = []
-    nums = sorted(set(numbers))
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
-def _dur(us: float) -> str:
-    """A duration as people read it: ``850 µs``, ``3.79 ms``, ``4.24 s``."""
-    from tb_diagnostics.rules._util import fmt_us
-
-    return fmt_us(us)
-
-
-def _warm_and_cold(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The span's warm steps and its cold ones (every step is warm when all would be cold)."""
-    from tb_diagnostics.report.compare import cold_steps
-
-    cold = cold_steps(span)
-    warm = [s for s in span["steps"] if s["step"] not in cold]
-    if not warm:
-        return span["steps"], []
-    return warm, [s for s in span["steps"] if s["step"] in cold]
-
-
-def headline(span: dict[str, Any]) -> str:
-    """One sentence that says what bounds the span and why, e.g. "Steps 2–5 are
-    overhead-bound: the GPU is idle 97% of each step, mostly while the CPU launches work
-    (99% of the idle time; 1,204 ops per step)."; it judges the warm steps and names a
-    cold step apart ("step 0 is cold: 3.79 ms, 53× the warm median"), whose one-time
-    costs would otherwise outweigh every warm step in the time-weighted figures."""
-    steps = span["steps"]
-    if span["errors"] and not steps:
-        return "This span could not be analysed."
-    if not steps:
-        return "This span has no events to analyse."
-    warm, cold = _warm_and_cold(span)
-    verdict = span["verdict"]
-    if not any(s["verdict"] == verdict for s in warm):
-        verdict = warm[0]["verdict"]
-    same = [s for s in warm if s["verdict"] == verdict]
-    numbers = [s["step"] for s in same if s["step"] is not None]
-    if not numbers:
-        subject = f"The span is {verdict}"
-    elif len(numbers) == 1:
-        subject = f"Step {numbers[0]} is {verdict}"
-    else:
-        subject = f"Steps {step_ranges(numbers)} are {verdict}"
-    others = [s for s in warm if s["verdict"] != verdict]
-    split = _split_text(span, warm)
-    if split:
-        subject += f" ({split})"
-    elif others:
-        by_verdict: dict[str, list[int]] = {}
-        for s in others:
-            by_verdict.setdefault(s["verdict"], []).append(s["step"])
-        subject += " (" + "; ".join(
-            f"{'step' if len(n) == 1 else 'steps'} {step_ranges(n)}: {v}"
-            for v, n in by_verdict.items()) + ")"
-    wall = sum(s["wall_us"] for s in same)
-    # Compute, as the verdict reads it: collective kernels are communication, said apart.
-    busy = sum(compute_us(s) for s in same)
-    alone = sum(s.get("exposed_collective_us") or 0.0 for s in same)
-    device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
-    each = "of each step" if len(same) > 1 else "of the step" if numbers else "of the span"
-    text = f"{subject}: the {device} is busy {_pct(busy / wall if wall else 0)} {each}"
-    and_idle = " and idle"
-    if alone > 0 and wall > 0:
-        text = (f"{subject}: the {device} computes {_pct(busy / wall)} {each}, waits in "
-                f"collective kernels no compute overlaps {_pct(alone / wall)}")
-        and_idle = " and is idle"
-    idle = {c: sum(s["idle"][f"{c}_us"] for s in same) for c in _CAUSE_WORDS}
-    total_idle = sum(idle.values())
-    if total_idle > 0 and wall > 0:
-        cause = max(idle, key=lambda c: idle[c])
-        text += (f"{and_idle} {_pct(total_idle / wall)}, mostly {_CAUSE_WORDS[cause]} "
-                 f"({_pct(idle[cause] / total_idle)} of the idle time")
-        ops = sum(s["ops"] for s in same) / len(same)
-        if cause == "launch" and ops >= 1:
-            text += (f"; {ops:,.0f} {'op' if round(ops) == 1 else 'ops'} "
-                     f"{'per step' if numbers else 'in the span'}")
-        text += ")"
-    if cold:
-        text += "; " + _cold_text(cold, warm)
-    return text + "."
-
-
-def _split_text(span: dict[str, Any], warm: list[dict[str, Any]]) -> str:
-    """How the warm time splits between the verdicts, where none holds nearly all of it
-    (``analysis.headline``): ``11 input-bound steps take 6.10 s of 8.50 s; 15
-    compute-bound, steps 12–26, take 2.40 s``; empty where one verdict holds it."""
-    from tb_diagnostics.analysis.headline import ONE_SIDED_SHARE
-
-    split = span.get("verdict_split") or []
-    total = sum(x["wall_us"] for x in split)
-    if len(split) < 2 or total <= 0 or split[0]["wall_us"] >= ONE_SIDED_SHARE * total:
-        return ""
-    unit = "iteration" if any("inferred" in s.get("flags", ()) for s in warm) else "step"
-    parts = []
-    for i, x in enumerate(split):
-        n = len(x["steps"])
-        verb = "takes" if n == 1 else "take"
-        if i == 0:
-            parts.append(f"{n} {x['verdict']} {unit}{'' if n == 1 else 's'} {verb} "
-                         f"{_dur(x['wall_us'])} of {_dur(total)}")
-            continue
-        nums = [st for st in x["steps"] if st is not None]
-        where = f", {'step' if n == 1 else 'steps'} {step_ranges(nums)}," if nums else ""
-        parts.append(f"{n} {x['verdict']}{where} {verb} {_dur(x['wall_us'])}")
-    return "; ".join(parts)
-
-
-def _cold_text(cold: list[dict[str, Any]], warm: list[dict[str, Any]]) -> str:
-    """``step 0 is cold: 3.79 ms, 53× the warm median of 71 µs`` (left out of the rest)."""
-    walls = sorted(s["wall_us"] for s in warm)
-    median = walls[len(walls) // 2] if len(walls) % 2 else \
-        (walls[len(walls) // 2 - 1] + walls[len(walls) // 2]) / 2
-    parts = []
-    for s in cold:
-        r = s["wall_us"] / median if median > 0 else 0.0
-        ratio = (f", {r:.1f}× the warm median of {_dur(median)}" if 0 < r < 10 else
-                 f", {r:.0f}× the warm median of {_dur(median)}" if r else "")
-        parts.append(f"step {s['step']} is cold: {_dur(s['wall_us'])}{ratio}")
-    return "; ".join(parts)
 
 
 def _spans(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -187,6 +44,8 @@ def _device(span: dict[str, Any]) -> str:
 
 _COLUMNS = ("step", "wall ms", "busy", "verdict", "main idle cause", "input ms", "sync ms",
             "launch ms", "other ms")
+#: The step table's columns of one-time idle time, by idle key.
+_ONE_TIME_COLUMNS = (("compile_us", "compile ms"), ("module_load_us", "module load ms"))
 #: Columns of words, left-aligned (the others are figures).
 TEXT_COLUMNS = frozenset({"step", "verdict", "main idle cause"})
 
@@ -195,7 +54,7 @@ def _columns(span: dict[str, Any]) -> tuple[str, ...]:
     """The step table's columns; "compute" (the verdict's busy figure) and "collectives ms"
     (collective kernels no compute overlaps) only where a step ran such kernels, "comm ms"
     only where a collective blocked the host, "profiler ms" only where the profiler took
-    time of its own."""
+    time of its own, "compile ms" and "module load ms" only where a step paid them."""
     cols = _COLUMNS
     if any((s.get("exposed_collective_us") or 0) > 0 for s in span["steps"]):
         cols = (*cols[:3], "compute", *cols[3:], "collectives ms")
@@ -203,6 +62,10 @@ def _columns(span: dict[str, Any]) -> tuple[str, ...]:
         cols = (*cols, "comm ms")
     if any(s["idle"].get("profiler_us", 0) > 0 for s in span["steps"]):
         cols = (*cols, "profiler ms")
+    # One-time costs, labelled apart from the causes (no verdict is judged on them).
+    for key, col in _ONE_TIME_COLUMNS:
+        if any(s["idle"].get(key, 0) > 0 for s in span["steps"]):
+            cols = (*cols, col)
     if any(s.get("flop_utilisation") is not None for s in span["steps"]):
         cols = (*cols, "TFLOP/s", "flop util")
     return cols
@@ -220,6 +83,7 @@ def _row(s: dict[str, Any], columns: tuple[str, ...] = _COLUMNS) -> list[str]:
         row.append(_ms(i.get("comm_us", 0.0)))
     if "profiler ms" in columns:
         row.append(_ms(i.get("profiler_us", 0.0)))
+    row.extend(_ms(i.get(key, 0.0)) for key, col in _ONE_TIME_COLUMNS if col in columns)
     if "flop util" in columns:
         util = s.get("flop_utilisation")
         row.append(f"{s.get('achieved_tflops') or 0:.3g}")
@@ -274,8 +138,9 @@ def render_text(doc: dict[str, Any]) -> str:
         out.extend(_findings_text(span))
         out.append("")
     for r in doc["runs"]:
-        if r.get("findings"):
+        if r.get("findings") or r.get("notes"):
             out.append(f"run {r['run']} · {len(r.get('ranks', []))} ranks")
+            out.extend(f"  note: {note}" for note in r.get("notes") or ())
             out.extend(_findings_text(r, is_span=False))
             out.append("")
     # A file name that is not UTF-8 shows with U+FFFD: the text is valid UTF-8 anywhere.
@@ -430,9 +295,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
                        for f in span["findings"])
             out.append("")
     for r in doc["runs"]:
-        if r.get("findings"):
+        if r.get("findings") or r.get("notes"):
             out.append(f"## {md_code(r['run'])} · {len(r.get('ranks', []))} ranks")
             out.append("")
+            for note in r.get("notes") or ():
+                out.append(f"> Note: {md(note)}")
+                out.append("")
             for f in r["findings"]:
                 out.append(_md_finding(f, None))
                 out.extend(f"  - open {md(_cell_text(c))}" for c in f.get("cells", []))

@@ -1,7 +1,9 @@
 // Numbers, words and colours shared by every view.
 
-// "profiler" is the profiler's own time (its flush sync, buffer requests): shown, never judged.
-export const CAUSES = ["input", "sync", "comm", "launch", "other", "profiler"];
+// "profiler" is the profiler's own time (its flush sync, buffer requests), "compile" and
+// "module_load" one-time costs (compiling in the window, a first launch loading its
+// module): shown, never judged.
+export const CAUSES = ["input", "sync", "comm", "launch", "other", "profiler", "compile", "module_load"];
 export const CAUSE_LABEL = {
   busy: "compute busy",
   collective: "collectives no compute overlaps",
@@ -13,6 +15,8 @@ export const CAUSE_LABEL = {
   launch: "launching work",
   other: "nothing recorded",
   profiler: "profiler itself",
+  compile: "compiling (one-time)",
+  module_load: "loading modules (one-time)",
 };
 /** The main idle cause in words: "comm" counts lone collective kernels and host waits. */
 export const MAIN_CAUSE_LABEL = { ...CAUSE_LABEL, comm: "in collectives" };
@@ -28,7 +32,8 @@ export const LAYERS = ["busy", "collective", ...CAUSES];
 export function partUs(s, layer) {
   if (layer === "busy") return s.compute_busy_us ?? s.device_busy_us;
   if (layer === "collective") return s.exposed_collective_us ?? 0;
-  return s.idle[`${layer}_us`];
+  // A document older than the one-time keys has none: 0, not NaN in the stack.
+  return s.idle[`${layer}_us`] ?? 0;
 }
 
 /** The step's compute busy fraction, as the verdict reads it. */

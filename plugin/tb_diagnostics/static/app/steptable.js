@@ -17,6 +17,14 @@ const COLUMNS = [
   { key: "kernels", label: "Kernels", num: true, value: (s) => s.kernels },
 ];
 
+/** What each step badge means. */
+const FLAG_TITLE = {
+  cold: "a cold step: first calls, allocator growth, profiler start",
+  inferred: "an iteration inferred without ProfilerStep# events",
+  compiling: "compiles inside the window: one-time, left out of the verdict",
+  "module-load": "a first launch loads its module: one-time, left out of the verdict and the launch figures",
+};
+
 function flopCell(s) {
   const u = s.flop_utilisation;
   const title = u === null || u === undefined
@@ -92,11 +100,12 @@ export class StepTable {
       onclick: () => this.onSelect(s.index),
     },
     h("td", null, h("strong", null, stepLabel(s.step)),
-      (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: f === "cold" ? "a cold step: first calls, allocator growth, profiler start" : "distorted by the profiler itself" }, f))),
+      (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: FLAG_TITLE[f] || "distorted by the profiler itself" }, f))),
     h("td", { class: "num" }, ms(s.wall_us)),
     h("td", null, busyBar(s)),
     flopCell(s),
-    h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) } }, s.verdict)),
+    // Where the launch backlog decided the verdict, the chip says why.
+    h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) }, title: s.verdict_reason || null }, s.verdict)),
     h("td", { class: "muted" }, s.main_idle_cause ? MAIN_CAUSE_LABEL[s.main_idle_cause] : "—"),
     h("td", { class: "num" }, s.ops.toLocaleString()),
     h("td", { class: "num" }, s.kernels.toLocaleString()));

@@ -1,0 +1,256 @@
+"""The span's headline: one sentence saying what bounds it and why, in words.
+
+It renders what the analysis decided (the span's verdict and its split by warm time,
+``analysis.headline``; each step's verdict, ``verdict_reason`` and ``cold`` field;
+``activity_complete``) and decides nothing. The text report, the Markdown and HTML
+exports and the tab all print this sentence.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+_CAUSE_WORDS = {
+    "input": "waiting for the DataLoader",
+    "sync": "while the host blocks in syncs",
+    "comm": "while the host waits in collectives",
+    "launch": "while the CPU launches work",
+    "other": "with nothing recorded on the host",
+}
+#: Idle time that no verdict is judged on, and its words (``analysis.verdict.UNJUDGED``).
+_UNJUDGED_WORDS = {"profiler": "the profiler's own time", "compile": "compilation",
+                   "module_load": "module loading"}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def compute_us(s: dict[str, Any]) -> float:
+    """A step's compute busy µs (device activity that is not a collective kernel); a
+    document older than the field has only ``device_busy_us``."""
+    v = s.get("compute_busy_us")
+    return s["device_busy_us"] if v is None else v
+
+
+def unjudged_us(s: dict[str, Any]) -> float:
+    """The step's labelled idle time that its verdict is not judged on: the profiler's own
+    time and one-time costs (compilation, module loads)."""
+    return sum(s["idle"].get(f"{c}_us", 0.0) for c in _UNJUDGED_WORDS)
+
+
+def step_ranges(numbers: list[int]) -> str:
+    """``[2, 3, 4, 5, 9]`` → ``"2–5, 9"``."""
+    out: list[str] = []
+    nums = sorted(set(numbers))
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}–{nums[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _dur(us: float) -> str:
+    """A duration as people read it: ``850 µs``, ``3.79 ms``, ``4.24 s``."""
+    from tb_diagnostics.rules._util import fmt_us
+
+    return fmt_us(us)
+
+
+def _warm_and_cold(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The span's warm steps and its cold ones (every step is warm when all would be cold)."""
+    from tb_diagnostics.report.compare import cold_steps
+
+    cold = cold_steps(span)
+    warm = [s for s in span["steps"] if s["step"] not in cold]
+    if not warm:
+        return span["steps"], []
+    return warm, [s for s in span["steps"] if s["step"] in cold]
+
+
+def _unit(steps: list[dict[str, Any]]) -> str:
+    """``iteration`` where the steps were inferred (no ProfilerStep#), else ``step``."""
+    return "iteration" if any("inferred" in s.get("flags", ()) for s in steps) else "step"
+
+
+def headline(span: dict[str, Any]) -> str:
+    """One sentence that says what bounds the span and why, e.g. "Steps 2–5 are
+    overhead-bound: the GPU is idle 97% of each step, mostly while the CPU launches work
+    (99% of the idle time; 1,204 ops per step)."; it judges the warm steps and names a
+    cold step apart ("step 0 is cold: 3.79 ms, 53× the warm median"), whose one-time
+    costs would otherwise outweigh every warm step in the time-weighted figures. Steps
+    whose device drained a launch backlog say so (their ``verdict_reason``), a span whose
+    trace lacks device activity says its utilisation is a lower bound."""
+    steps = span["steps"]
+    if span["errors"] and not steps:
+        return "This span could not be analysed."
+    if not steps:
+        return "This span has no events to analyse."
+    warm, cold = _warm_and_cold(span)
+    verdict = span["verdict"]
+    if not any(s["verdict"] == verdict for s in warm):
+        verdict = warm[0]["verdict"]
+    same = [s for s in warm if s["verdict"] == verdict]
+    numbers = [s["step"] for s in same if s["step"] is not None]
+    unit = _unit(steps)
+    if not numbers:
+        subject = f"The span is {verdict}"
+    elif len(numbers) == 1:
+        subject = f"{unit.capitalize()} {numbers[0]} is {verdict}"
+    else:
+        subject = f"{unit.capitalize()}s {step_ranges(numbers)} are {verdict}"
+    others = [s for s in warm if s["verdict"] != verdict]
+    split = _split_text(span, warm)
+    if split:
+        subject += f" ({split})"
+    elif others:
+        by_verdict: dict[str, list[int]] = {}
+        for s in others:
+            by_verdict.setdefault(s["verdict"], []).append(s["step"])
+        subject += " (" + "; ".join(
+            f"{unit if len(n) == 1 else unit + 's'} {step_ranges(n)}: {v}"
+            for v, n in by_verdict.items()) + ")"
+    drained = [s for s in same if s.get("verdict_reason")]
+    if drained and len(drained) == len(same):
+        # The backlog decided the verdict: the device looked busy, the host is the limit.
+        text = f"{subject}: {_backlog_text(drained, unit)}"
+    else:
+        text = f"{subject}: {_time_text(span, same, numbers, unit)}"
+        if drained:
+            text += f"; in {_steps_words(drained, unit)} {_backlog_text(drained, unit)}"
+    if cold:
+        text += "; " + _cold_text(cold, warm, unit)
+    text += "."
+    lower = _lower_bound_text(span)
+    return f"{text} {lower}" if lower else text
+
+
+def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[int],
+               unit: str) -> str:
+    """``the GPU is busy 12% of each step and idle 88%, mostly while the CPU launches work
+    (…)``: the time the verdict was judged on, and what it left out (one-time costs)."""
+    wall = sum(s["wall_us"] for s in same)
+    # What the verdict judged: the wall without the profiler's own time and one-time costs.
+    judged = wall - sum(unjudged_us(s) for s in same)
+    # Compute, as the verdict reads it: collective kernels are communication, said apart.
+    busy = sum(compute_us(s) for s in same)
+    alone = sum(s.get("exposed_collective_us") or 0.0 for s in same)
+    device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
+    each = f"of each {unit}" if len(same) > 1 else f"of the {unit}" if numbers else "of the span"
+    # Where activity is missing from the trace, the busy share is a floor (see the end).
+    least = "at least " if span.get("activity_complete") is False else ""
+    text = f"the {device} is busy {least}{_pct(busy / judged if judged > 0 else 0)} {each}"
+    and_idle = " and idle"
+    if alone > 0 and judged > 0:
+        text = (f"the {device} computes {least}{_pct(busy / judged)} {each}, waits in "
+                f"collective kernels no compute overlaps {_pct(alone / judged)}")
+        and_idle = " and is idle"
+    idle = {c: sum(s["idle"][f"{c}_us"] for s in same) for c in _CAUSE_WORDS}
+    total_idle = sum(idle.values())
+    if total_idle > 0 and judged > 0:
+        cause = max(idle, key=lambda c: idle[c])
+        text += (f"{and_idle} {_pct(total_idle / judged)}, mostly {_CAUSE_WORDS[cause]} "
+                 f"({_pct(idle[cause] / total_idle)} of the idle time")
+        ops = sum(s["ops"] for s in same) / len(same)
+        if cause == "launch" and ops >= 1:
+            text += (f"; {ops:,.0f} {'op' if round(ops) == 1 else 'ops'} "
+                     f"{'per ' + unit if numbers else 'in the span'}")
+        text += ")"
+    return text + _left_out_text(same)
+
+
+def _left_out_text(same: list[dict[str, Any]]) -> str:
+    """``, not counting 4.99 ms of compilation`` (one-time costs the verdict left out; the
+    profiler's own time is said by its findings)."""
+    parts = []
+    for c in ("compile", "module_load"):
+        us = sum(s["idle"].get(f"{c}_us", 0.0) for s in same)
+        if us > 0:
+            parts.append(f"{_dur(us)} of {_UNJUDGED_WORDS[c]}")
+    if not parts:
+        return ""
+    return f", not counting {' and '.join(parts)} (one-time)"
+
+
+def _steps_words(steps: list[dict[str, Any]], unit: str) -> str:
+    nums = [s["step"] for s in steps if s["step"] is not None]
+    if not nums:
+        return "the span"
+    return f"{unit if len(nums) == 1 else unit + 's'} {step_ranges(nums)}"
+
+
+def _backlog_text(steps: list[dict[str, Any]], unit: str) -> str:
+    """Why host-limited steps are so: one step's own ``verdict_reason``; for several, the
+    medians of their host period and device work, and the queue from the first to the last
+    (``views.backlog``, in the words of ``rules.launch_backlog_drain.backlog_reason``)."""
+    if len(steps) == 1:
+        return steps[0]["verdict_reason"]
+    period = statistics.median(s["host_period_us"] for s in steps)
+    work = statistics.median(s["device_work_us"] for s in steps)
+    shrink = statistics.median(s["backlog_start_us"] - s["backlog_end_us"] for s in steps)
+    return (f"the host issues a {unit} every {_dur(period)} for {_dur(work)} of device work "
+            f"(medians); the device ran on a backlog that shrank by {_dur(shrink)} a {unit} "
+            f"({_dur(steps[0]['backlog_start_us'])} → {_dur(steps[-1]['backlog_end_us'])} "
+            "of queued device time)")
+
+
+def _lower_bound_text(span: dict[str, Any]) -> str:
+    """``Device utilisation is a lower bound: 923 of 1,556 kernel launches and copies have
+    no device activity in the trace.`` where the trace lacks device activity
+    (``activity_complete`` false, ``views.activity_coverage``); empty otherwise."""
+    if span.get("activity_complete") is not False:
+        return ""
+    c = span.get("activity_coverage") or {}
+    parts = []
+    if c.get("launches_missing"):
+        parts.append(f"{c['launches_missing']:,} of {c['launches']:,} kernel launches and "
+                     "copies have no device activity in the trace")
+    if c.get("no_launch"):
+        parts.append(f"{c['no_launch']:,} of {c['activities']:,} device activities have no "
+                     "launch")
+    why = f": {'; '.join(parts)}" if parts else ""
+    return f"Device utilisation is a lower bound{why}."
+
+
+def _split_text(span: dict[str, Any], warm: list[dict[str, Any]]) -> str:
+    """How the warm time splits between the verdicts, where none holds nearly all of it
+    (``analysis.headline``): ``11 input-bound steps take 6.10 s of 8.50 s; 15
+    compute-bound, steps 12–26, take 2.40 s``; empty where one verdict holds it."""
+    from tb_diagnostics.analysis.headline import ONE_SIDED_SHARE
+
+    split = span.get("verdict_split") or []
+    total = sum(x["wall_us"] for x in split)
+    if len(split) < 2 or total <= 0 or split[0]["wall_us"] >= ONE_SIDED_SHARE * total:
+        return ""
+    unit = _unit(warm)
+    parts = []
+    for i, x in enumerate(split):
+        n = len(x["steps"])
+        verb = "takes" if n == 1 else "take"
+        if i == 0:
+            parts.append(f"{n} {x['verdict']} {unit}{'' if n == 1 else 's'} {verb} "
+                         f"{_dur(x['wall_us'])} of {_dur(total)}")
+            continue
+        nums = [st for st in x["steps"] if st is not None]
+        where = f", {unit if n == 1 else unit + 's'} {step_ranges(nums)}," if nums else ""
+        parts.append(f"{n} {x['verdict']}{where} {verb} {_dur(x['wall_us'])}")
+    return "; ".join(parts)
+
+
+def _cold_text(cold: list[dict[str, Any]], warm: list[dict[str, Any]],
+               unit: str = "step") -> str:
+    """``step 0 is cold: 3.79 ms, 53× the warm median of 71 µs`` (left out of the rest)."""
+    walls = sorted(s["wall_us"] for s in warm)
+    median = walls[len(walls) // 2] if len(walls) % 2 else \
+        (walls[len(walls) // 2 - 1] + walls[len(walls) // 2]) / 2
+    parts = []
+    for s in cold:
+        r = s["wall_us"] / median if median > 0 else 0.0
+        ratio = (f", {r:.1f}× the warm median of {_dur(median)}" if 0 < r < 10 else
+                 f", {r:.0f}× the warm median of {_dur(median)}" if r else "")
+        parts.append(f"{unit} {s['step']} is cold: {_dur(s['wall_us'])}{ratio}")
+    return "; ".join(parts)
