@@ -107,6 +107,18 @@ def test_cycle_line_of_a_span_document():
                                 "top finding: host-sync: cudaDeviceSynchronize blocked the host")
 
 
+def test_cycle_line_says_compute_busy_as_the_verdict_reads_it():
+    from tb_diagnostics.handler import cycle_line
+
+    # 60 µs of each 100 µs step is a collective kernel: busy 64 %, computing 4 %.
+    span = {"verdict": "communication-bound", "device": {"kind": "cuda"}, "errors": [],
+            "steps": [{"step": n, "wall_us": 100.0, "device_busy_us": 64.0,
+                       "compute_busy_us": 4.0, "verdict": "communication-bound",
+                       "flags": []} for n in (3, 4)],
+            "findings": []}
+    assert cycle_line(span) == "tb-diagnostics: steps 3–4 communication-bound (compute busy 4 %)"
+
+
 def test_the_training_loop_does_not_wait_for_the_analysis(tmp_path, caplog, monkeypatch):
     """The handler returns once torch has written the file; the line follows."""
     import threading

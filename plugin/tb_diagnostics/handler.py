@@ -63,10 +63,14 @@ def cycle_line(span: dict[str, Any]) -> str:
     verdicts = Counter(s["verdict"] for s in steps)
     verdict = span.get("verdict") or (verdicts.most_common(1)[0][0] if verdicts else "unknown")
     wall = sum(s["wall_us"] for s in steps)
-    busy = sum(s["device_busy_us"] for s in steps)
+    # Compute, as the verdict reads it (collective kernels are communication); a document
+    # older than compute_busy_us has device busy only, and says so.
+    computed = all(s.get("compute_busy_us") is not None for s in steps)
+    busy = sum(s["compute_busy_us" if computed else "device_busy_us"] for s in steps)
     share = f"{100 * busy / wall:.0f} %" if wall > 0 else "?"
     kind = (span.get("device") or {}).get("kind")
-    what = "CPU busy" if kind == "cpu" else "device busy"  # CPU-only: the CPU is the device
+    # CPU-only: the CPU is the device.
+    what = "CPU busy" if kind == "cpu" else "compute busy" if computed else "device busy"
     head = f"tb-diagnostics: {_step_range(numbers)} {verdict} ({what} {share})"
     if len(verdicts) > 1:
         head += " [" + ", ".join(f"{n} {v}" for v, n in verdicts.most_common()) + "]"

@@ -69,3 +69,22 @@ def test_silent_without_shapes(builder):
         builder.op("aten::mm", s * 1000 + 5, 20)
         builder.launch("gemm", s * 1000 + 8, s * 1000 + 40, 900)
     assert RULE.run(builder.analysis()) == []
+
+
+def test_the_priced_share_is_of_compute_not_of_collectives(builder):
+    # 1 ms steps: the priced 4096³ GEMM runs 280 µs (139 µs at the roofline), unpriced
+    # kernels 540 µs, then a 170 µs all-reduce kernel that no compute overlaps. 82% compute:
+    # compute-bound; the GEMM is 34% of the compute time, but only 28% of the busy time.
+    for s in range(3):
+        t0 = s * 1000.0
+        builder.step(s + 1, t0, 999)
+        builder.op("aten::mm", t0 + 2, 10, dims=[[N, N], [N, N]], types=BF16)
+        builder.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", t0 + 4, t0 + 10, 280)
+        builder.launch("custom_fused_kernel", t0 + 20, t0 + 290, 540)
+        builder.launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t0 + 30, t0 + 830, 170)
+    a = builder.analysis()
+    w = a.windows[1]
+    assert (w.compute_busy_us, w.exposed_collective_us, w.verdict) == (820.0, 170.0,
+                                                                        "compute-bound")
+    (f,) = RULE.run(a)
+    assert f.steps == [1, 2, 3] and "280 µs per step" in f.message

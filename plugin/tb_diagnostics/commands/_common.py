@@ -63,10 +63,12 @@ def add_logdir_arguments(p: argparse.ArgumentParser, *, run: bool = True) -> Non
                         "traces a roofline); see docs/peaks.md")
     th = p.add_argument_group("verdict thresholds")
     th.add_argument("--compute-bound", type=fraction, default=COMPUTE_BOUND, metavar="FRACTION",
-                    help=f"device busy at or above this is compute-bound (default "
-                         f"{COMPUTE_BOUND})")
+                    help="compute busy (device activity that is not a collective kernel, "
+                         "over the step without the profiler's time and one-time costs) at "
+                         f"or above this is compute-bound (default {COMPUTE_BOUND})")
     th.add_argument("--low-busy", type=fraction, default=LOW_BUSY, metavar="FRACTION",
-                    help=f"below this the main idle cause names the verdict (default {LOW_BUSY})")
+                    help="compute busy below this lets the main idle cause name the verdict "
+                         f"(default {LOW_BUSY})")
     th.add_argument("--cpu-heavy-self-us", type=finite_us, default=CPU_HEAVY_SELF_US,
                     metavar="US",
                     help="CPU-only traces: op calls with at least this self time count as "

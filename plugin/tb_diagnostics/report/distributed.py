@@ -71,5 +71,8 @@ def add_run_analysis(run: dict[str, Any]) -> dict[str, Any]:
     """Add ``ranks`` and ``findings`` to a run document (in place; returned)."""
     table = run_table(run)
     run["ranks"] = ranks_document(table) if table else []
-    run["findings"] = [f.to_dict() for f in run_run_rules(table)] if table else []
+    findings = run_run_rules(table) if table else []
+    run["findings"] = [f.to_dict() for f in findings]
+    # A run rule that raised is a note of the run (added key), never a finding or silence.
+    run["notes"] = [x.note for x in getattr(findings, "failures", ())]
     return run

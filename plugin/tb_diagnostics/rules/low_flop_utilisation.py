@@ -5,7 +5,8 @@ What it detects
     prices took much longer than the roofline allows for their work: the sum over those
     calls of their ideal time, max(FLOPs / peak, bytes / bandwidth) at the device's
     peaks (``roofline.device``), is under ``max_roofline_fraction`` of their device
-    time, and they cover at least ``min_modelled_share`` of the busy time. It names the
+    time, and they cover at least ``min_modelled_share`` of the compute busy time
+    (device activity that is not a collective kernel). It names the
     op groups (name and shapes) that lose the most time against their roofline time,
     with the step's FLOP utilisation (FLOPs ÷ wall time × peak of its dominant
     precision: MFU counted in hardware FLOPs).
@@ -75,7 +76,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     priced = np.asarray([f.ideal_us is not None for f in rf.figures])
     device = sg.device_us[chosen][:, priced].sum()
     ideal = sg.ideal_us[chosen][:, priced].sum()
-    busy = sum(windows[k].device_busy_us for k in chosen)
+    # The compute time (collective kernels wait for other ranks: no roofline to reach).
+    busy = sum(windows[k].compute_busy_us for k in chosen)
     if device <= 0 or busy <= 0 or device / busy < th.min_modelled_share:
         return []
     if ideal / device >= th.max_roofline_fraction:

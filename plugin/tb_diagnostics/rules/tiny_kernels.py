@@ -4,8 +4,9 @@ What it detects
     Kernels whose duration is shorter than their launch call on the host
     (HTA's "short GPU kernels": ``gpu_dur < cpu_dur``), in steps where they are
     at least ``min_fraction`` of the kernels and at least ``min_per_step`` of
-    them, and the device is not already compute-bound. Launches inflated by a
-    profiler buffer request are left out.
+    them, and the device is not already compute-bound (it computes less than 80 % of
+    the step: collective kernels keep it busy, but they are communication, not
+    compute). Launches inflated by a profiler buffer request are left out.
 
 Why it matters
     When launching a kernel costs the host more than running it costs the
@@ -77,7 +78,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     n = len(windows)
     total = np.bincount(win, minlength=n)
     small = np.bincount(win[tiny], minlength=n)
-    busy = np.asarray([w.device_busy for w in windows])
+    # Compute, as the verdict reads it: a step busy in collective kernels still waits on
+    # launches between them.
+    busy = np.asarray([w.compute_busy for w in windows])
     frac = small / np.maximum(total, 1)
     hit = np.flatnonzero((frac >= th.min_fraction) & (small >= th.min_per_step)
                          & (busy < th.max_busy) & warm_steps(analysis).mask)
@@ -107,7 +110,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"kernel {fmt_us(k_dur)} vs launch {fmt_us(l_dur)}. Launching them costs the "
                  f"host {fmt_us(host_cost)} {warm_steps(analysis).per} for {fmt_us(dev_work)} of "
                  "device work; "
-                 f"the device is busy {fmt_pct(float(busy[hit].mean()))}.{graph_note}"),
+                 f"the device computes {fmt_pct(float(busy[hit].mean()))} of the step."
+                 f"{graph_note}"),
         # Replayed with the step's launches as CUDA graphs.
         steps=steps, evidence=ev, savings_us=replayed_saving(analysis, "graphs"),
         confirm=("double the batch size: if the step time barely moves, the step was bound "

@@ -6,6 +6,7 @@ import logging
 from functools import cache
 
 from tb_diagnostics.discovery import by_unique_id, discover
+from tb_diagnostics.rules import Findings, RuleFailure
 from tb_diagnostics.rules.base import Finding
 from tb_diagnostics.rules_run.base import RankSteps, RunRule, RunTable
 
@@ -20,17 +21,16 @@ def all_run_rules() -> tuple[RunRule, ...]:
     return by_unique_id(discover(__name__, __path__, "RULE", RunRule), "run rule")
 
 
-def run_run_rules(table: RunTable) -> list[Finding]:
-    """Every run rule on one run; a rule that raises becomes an internal finding."""
+def run_run_rules(table: RunTable) -> Findings:
+    """Every run rule on one run, findings sorted. A rule that raises is a bug in that rule:
+    it costs only its own findings and is recorded in ``failures`` (the rule id and the
+    error), which the run document lists in its ``notes``, as a span lists its own."""
     out: list[Finding] = []
+    failures: list[RuleFailure] = []
     for rule in all_run_rules():
         try:
             out.extend(rule.run(table))
         except Exception as exc:  # isolate one rule's bug from the rest of the report
             _log.debug("run rule %s failed on %s", rule.id, table.run, exc_info=True)
-            out.append(Finding(
-                rule=rule.id, severity="info", title=f"{rule.title}: not evaluated",
-                message=f"the rule failed on this run ({type(exc).__name__}: {exc})",
-                steps=[], evidence=[], savings_us=None,
-                confirm="please report this run to the tb-diagnostics issue tracker"))
-    return sorted(out, key=lambda f: f.sort_key)
+            failures.append(RuleFailure(rule.id, f"{type(exc).__name__}: {exc}"))
+    return Findings(sorted(out, key=lambda f: f.sort_key), failures)
