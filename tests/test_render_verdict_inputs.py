@@ -150,3 +150,16 @@ def test_a_complete_trace_says_nothing_of_bounds(builder):
     builder.steady_steps(3)
     text = headline(_span(_doc(builder)))
     assert "lower bound" not in text and "at least" not in text
+
+
+def test_a_full_device_is_no_lower_bound_of_itself():
+    span = _span_of([_step(1, "compute-bound"), _step(2, "compute-bound")],
+                    activity_complete=False,
+                    activity_coverage={"launches": 94, "launches_missing": 94,
+                                       "activities": 77, "no_launch": 77, "pre_window": 0})
+    for s in span["steps"]:
+        s["compute_busy_us"] = s["device_busy_us"] = s["wall_us"]
+    assert headline(span) == (
+        "Steps 1–2 are compute-bound: the GPU is busy 100% of each step. Device utilisation is "
+        "a lower bound: 94 of 94 kernel launches and copies have no device activity in the "
+        "trace; 77 of 77 device activities have no launch.")

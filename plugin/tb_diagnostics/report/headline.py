@@ -141,9 +141,11 @@ def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[i
     alone = sum(s.get("exposed_collective_us") or 0.0 for s in same)
     device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
     each = f"of each {unit}" if len(same) > 1 else f"of the {unit}" if numbers else "of the span"
-    # Where activity is missing from the trace, the busy share is a floor (see the end).
-    least = "at least " if span.get("activity_complete") is False else ""
-    text = f"the {device} is busy {least}{_pct(busy / judged if judged > 0 else 0)} {each}"
+    share = busy / judged if judged > 0 else 0.0
+    # Where activity is missing from the trace, the busy share is a floor (see the end);
+    # a floor of 100% says nothing more.
+    least = "at least " if span.get("activity_complete") is False and share < 0.995 else ""
+    text = f"the {device} is busy {least}{_pct(share)} {each}"
     and_idle = " and idle"
     if alone > 0 and judged > 0:
         text = (f"the {device} computes {least}{_pct(busy / judged)} {each}, waits in "
