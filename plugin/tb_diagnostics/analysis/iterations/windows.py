@@ -23,6 +23,9 @@ PERIOD_AGREEMENT = 0.8
 #: chunks that mostly look alike inside an iteration (seven compiled graphs of one forward)
 #: must not read as seven iterations when every seventh chunk matches exactly.
 PERIOD_SLACK = 0.1
+#: The most occurrences one iteration may hold (a label used once per layer of the deepest
+#: models, about a hundred): bounds the search, which is linear in it, not in the trace.
+MAX_PERIOD = 128
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def period(m: TraceModel, lane: Lane, cuts: np.ndarray) -> int:
     ids: dict[frozenset[int], int] = {}
     sig = np.asarray([ids.setdefault(frozenset(names[a:b].tolist()), len(ids))
                       for a, b in itertools.pairwise(at)], dtype=np.int64)
-    ps = np.arange(1, sig.shape[0] // 2 + 1)
+    ps = np.arange(1, min(sig.shape[0] // 2, MAX_PERIOD) + 1)
     agree = np.asarray([float(np.mean(sig[p:] == sig[:-p])) for p in ps.tolist()])
     ok = agree >= max(PERIOD_AGREEMENT, float(agree.max()) - PERIOD_SLACK)
     return int(ps[ok][0]) if ok.any() else 1
