@@ -19,7 +19,10 @@ def test_short_fuzzing_session_finds_no_crash(tmp_path):
     shutil.copytree(FUZZ / "corpus", corpus)  # the fuzzer adds inputs: never to the repo
     proc = subprocess.run(
         [sys.executable, str(FUZZ / "fuzz_trace.py"), "-atheris_runs=2000", "-max_len=4096",
-         "-seed=1", str(corpus)],
+         "-seed=1",
+         # Crash, OOM and timeout inputs go to the test's directory, never the working one.
+         f"-artifact_prefix={tmp_path}/", str(corpus)],
         capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = sorted(p.name for p in tmp_path.iterdir() if p.name != "corpus")
+    assert proc.returncode == 0, (found, proc.stderr[-3000:])
     assert "Done 2000 in" in proc.stderr
