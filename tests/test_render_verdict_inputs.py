@@ -4,6 +4,11 @@ lower bound where the trace lacks device activity, and iterations named as itera
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 from rules.conftest import TraceBuilder
 from rules.test_launch_backlog_drain import drain_steps
@@ -163,3 +168,24 @@ def test_a_full_device_is_no_lower_bound_of_itself():
         "Steps 1–2 are compute-bound: the GPU is busy 100% of each step. Device utilisation is "
         "a lower bound: 94 of 94 kernel launches and copies have no device activity in the "
         "trace; 77 of 77 device activities have no launch.")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the tab's JS")
+def test_the_tabs_bar_stacks_one_time_costs_and_reads_old_documents():
+    app = Path(__file__).resolve().parents[1] / "plugin" / "tb_diagnostics" / "static" / "app"
+    step = {"compute_busy_us": 880, "idle": {"launch_us": 48, "other_us": 72,
+                                             "compile_us": 4996, "module_load_us": 4}}
+    old = {"device_busy_us": 880, "idle": {"launch_us": 48, "other_us": 72}}
+    script = (f"import {{ LAYERS, CAUSE_LABEL, partUs }} from "
+              f"{json.dumps((app / 'format.js').as_uri())};"
+              f"const s = {json.dumps(step)}, o = {json.dumps(old)};"
+              "console.log(JSON.stringify([LAYERS.slice(-2), CAUSE_LABEL.compile,"
+              " LAYERS.reduce((a, c) => a + partUs(s, c), 0),"
+              " LAYERS.reduce((a, c) => a + partUs(o, c), 0)]));")
+    out = subprocess.run([shutil.which("node"), "--input-type=module", "-e", script],
+                         capture_output=True, text=True, check=True, timeout=60)
+    # The bar's parts add up to the wall; a document without the keys stacks no NaN.
+    assert json.loads(out.stdout) == [["compile", "module_load"], "compiling (one-time)",
+                                      6000, 1000]
+    css = (app.parent / "style.css").read_text()
+    assert css.count("--c-compile:") == 2 and css.count("--c-module_load:") == 2  # both themes
