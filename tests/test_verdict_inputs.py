@@ -164,3 +164,19 @@ def test_nothing_changes_without_one_time_costs(builder):
     for w in builder.analysis().windows:
         assert w.idle["compile"] == w.idle["module_load"] == 0.0
         assert w.flags == [] and w.verdict_by is None
+
+
+def test_shared_traces():
+    from rules.conftest import shared_analysis
+
+    # The 2021 ResNet-50's step 5 is 83% compute on 733 activities launched before the
+    # window: the only shared step the backlog judges, overhead-bound (the DataLoader holds
+    # less than half of the host's time); the steps after it stay mixed.
+    a = shared_analysis("kineto_2021jan_resnet50_profiler_api")
+    w5, *rest = a.windows
+    assert (w5.step, w5.verdict, w5.verdict_by) == (5, "overhead-bound", "launch-backlog")
+    assert w5.compute_busy == pytest.approx(0.83, abs=0.005)
+    assert {w.verdict for w in rest} == {"mixed"} and {w.verdict_by for w in rest} == {None}
+    # AlexNet's first cuDNN launch loads its module for 3.06 s: its own time, not launch.
+    alex = shared_analysis("hta_a100_alexnet_cuda_sync").windows[0]
+    assert alex.idle["module_load"] == pytest.approx(3_055_564, abs=1)
