@@ -9,7 +9,7 @@ writes the same file the same way (torch's own handler writes it), then analyses
 file and logs one line per profiling cycle to the ``tb_diagnostics`` logger (and to
 stderr when ``echo``)::
 
-    tb-diagnostics: steps 3–5 overhead-bound (device busy 4 %); top finding: …
+    tb-diagnostics: steps 3–5 overhead-bound (compute busy 4 %); top finding: …
 
 The analysis runs in a child interpreter with a time budget (killed past it) and is skipped
 above a size budget, so it can neither stall the training loop nor grow its memory: by
