@@ -68,7 +68,13 @@ def test_lone_collectives_have_their_own_part_and_colour(page, open_tab, comm_tb
     assert parts["var(--c-busy)"] == pytest.approx(100 * 15_000 / 49_000, abs=0.01)
     assert parts["var(--c-collective)"] == pytest.approx(100 * 32_000 / 49_000, abs=0.01)
     assert sum(parts.values()) == pytest.approx(100, abs=0.01)
-    expect(frame.locator("div.legend").first).to_contain_text("collectives no compute overlaps")
+    legend = frame.locator("div.legend").first
+    expect(legend).to_contain_text("collectives no compute overlaps")
+    # The legend lists only the parts this run has: no compilation, no DataLoader here.
+    expect(legend.locator('[data-part="collective"]')).to_be_visible()
+    expect(legend.locator('[data-part="compile"]')).to_be_hidden()
+    expect(legend.locator('[data-part="input"]')).to_be_hidden()
+    expect(legend.locator('[data-part="busy"]')).to_be_visible()
     colour = "getComputedStyle(document.documentElement).getPropertyValue('--c-%s').trim()"
     names = ("busy", "collective", "input", "sync", "comm", "launch", "other", "profiler")
     themes = []

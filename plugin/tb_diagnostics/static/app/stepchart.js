@@ -63,7 +63,16 @@ function axisLabels(vals) {
 
 export function legend() {
   return h("div", { class: "legend", style: { padding: 0 }, title: "each bar: the step's wall time; its cap: the verdict's colour" },
-    LAYERS.map((c) => h("span", null, h("i", { style: { background: `var(--c-${c})` } }), CAUSE_LABEL[c])));
+    LAYERS.map((c) => h("span", { "data-part": c }, h("i", { style: { background: `var(--c-${c})` } }), CAUSE_LABEL[c])));
+}
+
+/** Shows in the legend only the parts some step of the span has (a run without collectives
+ * or compilation does not list them); compute busy and "nothing recorded" always stay. */
+export function showLegendParts(el, steps) {
+  for (const span of el.querySelectorAll("[data-part]")) {
+    const c = span.dataset.part;
+    span.hidden = !(c === "busy" || c === "other" || steps.some((s) => partUs(s, c) > 0));
+  }
 }
 
 export class StepChart {
