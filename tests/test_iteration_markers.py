@@ -353,3 +353,17 @@ def test_the_shared_excerpt_says_why_it_is_one_window(shared_traces):
     hs = find_host_steps(load_trace(str(path)))
     assert len(hs) == 0
     assert hs.notes == ("no iterations inferred: the trace has no top-level op or label calls",)
+
+
+def test_a_span_without_steps_or_iterations_says_why_in_one_note(tmp_path, trace):
+    """One note, not two: no steps, why none were inferred, and that it is one window."""
+    from tb_diagnostics.engine import span_summary
+    from tb_diagnostics.logdir import scan_logdir
+
+    trace.op("aten::mm", 10, 100)
+    trace.write(tmp_path / "log" / "run" / "w.1.pt.trace.json")
+    (f,) = scan_logdir(str(tmp_path / "log")).files
+    notes = [n for n in span_summary(f)["notes"] if "window" in n or "inferred" in n]
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("no ProfilerStep# events and no iterations inferred: ")
+    assert notes[0].endswith("; the span is analysed as one window")

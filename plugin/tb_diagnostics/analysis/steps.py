@@ -151,11 +151,13 @@ def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
             return HostSteps(rows=it.rows, numbers=np.arange(len(it), dtype=np.int64),
                              host_start=it.host_start, host_end=it.host_end,
                              inferred_from=it.source)
-        notes.append(f"no iterations inferred: {why}")  # why the span is one window
+        notes.append(f"{NO_ITERATIONS}{why}")  # why the span is one window
     return HostSteps(rows=rows, numbers=numbers, host_start=model.start[rows],
                      host_end=model.end[rows], notes=tuple(notes))
 
 
+#: How the note on a span without steps, where no iterations were inferred, begins.
+NO_ITERATIONS = "no iterations inferred: "
 #: Repeated step numbers named one by one in the note; the rest are counted.
 _NAMED_REPEATS = 3
 

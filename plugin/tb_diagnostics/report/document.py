@@ -11,6 +11,7 @@ from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow
 from tb_diagnostics.analysis.headline import span_verdict
+from tb_diagnostics.analysis.steps import NO_ITERATIONS
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.logdir import LogDir, Run, SpanFile
@@ -113,11 +114,17 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["whatif"] = whatif_section(analysis)
     # A rule that raised is a bug of that rule: the span says which, never silence.
     doc["notes"].extend(x.note for x in getattr(findings, "failures", ()))
+    step_notes = list(analysis.host_steps.notes)  # step events left out or kept apart
     if not len(analysis.host_steps):
-        doc["notes"].append("no ProfilerStep# events: the span is analysed as one window")
+        # One sentence: no steps, why none were inferred, and what follows.
+        why = next((n for n in step_notes if n.startswith(NO_ITERATIONS)), None)
+        reason = f" and {why}" if why else ""
+        step_notes = [n for n in step_notes if n is not why]
+        doc["notes"].append(f"no ProfilerStep# events{reason}; the span is analysed as one "
+                            "window")
     elif analysis.host_steps.inferred:
         doc["notes"].append(analysis.host_steps.note)
-    doc["notes"].extend(analysis.host_steps.notes)  # step events left out or kept apart
+    doc["notes"].extend(step_notes)
     if analysis.cpu_only:
         doc["notes"].append(
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
