@@ -9,6 +9,13 @@ Shapes (keys only added, never renamed):
   device_us, precision, peak_precision, intensity, achieved_tflops, achieved_gbps,
   bound, roofline_pct, ideal_us, loss_us, rows, steps}``; ``flops``, ``bytes`` and
   ``device_us`` are summed over the calls; ``rows``/``steps`` are a few calls to open;
+  a host↔device copy group (``bound`` ``"host-link"``) adds ``link_bytes``,
+  ``achieved_link_gbps``, ``link_gbps`` and ``pageable``, its ``roofline_pct`` against
+  the host link;
+- ``roofline.host_link``: ``{name, gbps, source, by_capability}`` or null: the link
+  host↔device copies are rated against (GB/s per direction);
+- ``roofline.communication``: ``{activities, device_us}`` of collective kernels, which
+  are communication and neither priced nor unmodelled;
 - ``roofline.unmodelled``: ops whose device time has no cost model, with the reason
   (``calls`` counts the calls of a known op, the device activities of an unknown one);
 - each step: ``flops``, ``achieved_tflops``, ``flop_utilisation``, ``flop_precision``,
@@ -42,11 +49,17 @@ def _sig(x: float | None) -> float | None:
     return None if x is None else float(f"{float(x):.4g}")
 
 
-def _op_entry(f: GroupFigures, rows: list[int], steps: list[int | None]) -> dict[str, Any]:
+def _op_entry(f: GroupFigures, rows: list[int], steps: list[int | None],
+              link_gbps: float | None = None) -> dict[str, Any]:
     g = f.group
     achieved = f.flops / (f.device_us * 1e6) if f.device_us > 0 else None
     gbps = f.bytes / (f.device_us * 1e3) if f.device_us > 0 else None
     pct = f.ideal_us / f.device_us if f.ideal_us is not None and f.device_us > 0 else None
+    extra: dict[str, Any] = {}
+    if f.bound == "host-link":
+        extra = {"link_bytes": round(f.link_bytes), "link_gbps": link_gbps,
+                 "achieved_link_gbps": _sig(f.link_bytes / (f.device_us * 1e3))
+                 if f.device_us > 0 else None, "pageable": f.pageable}
     return {
         "name": g.name, "input_dims": parse_json(g.input_dims),
         "input_types": parse_json(g.input_types),
@@ -57,7 +70,7 @@ def _op_entry(f: GroupFigures, rows: list[int], steps: list[int | None]) -> dict
         "peak_precision": f.peak_precision, "intensity": _sig(f.intensity),
         "achieved_tflops": _sig(achieved), "achieved_gbps": _sig(gbps), "bound": f.bound,
         "roofline_pct": _r(pct, 4), "ideal_us": _r(f.ideal_us), "loss_us": _r(f.loss_us),
-        "rows": rows, "steps": steps,
+        "rows": rows, "steps": steps, **extra,
     }
 
 
@@ -91,7 +104,8 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
         rows = rows_of[i]
         w = window_of_rows(analysis, np.asarray(rows, dtype=np.int64))
         ops.append(_op_entry(rf.figures[i], rows,
-                             [windows[k].step if k >= 0 else None for k in w.tolist()]))
+                             [windows[k].step if k >= 0 else None for k in w.tolist()],
+                             rf.host_link.gbps if rf.host_link else None))
     unmodelled = sorted((f for f in rf.figures if not f.modelled and f.device_us > 0),
                         key=lambda f: -f.device_us)
     by_name: dict[tuple[str, str], list[float]] = {}
@@ -118,6 +132,9 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
         "unmodelled_device_us": _r(sum(f.device_us for f in unmodelled)
                                    + sum(us for _, _, us in rf.unowned)),
         "notes": list(rf.notes),
+        "host_link": rf.host_link.to_dict() if rf.host_link else None,
+        "communication": {"activities": rf.communication[0],
+                          "device_us": _r(rf.communication[1])},
     }
 
 

@@ -11,6 +11,12 @@ next to both:
 - *ideal time* = max(FLOPs / peak, bytes / bandwidth), the roofline's time for that
   work, and *% of roofline* = ideal / measured.
 
+Copies between host and device (``Memcpy HtoD`` / ``DtoH``) cross the host link, not
+device memory: their group is *host-link*-bound, its ideal time is the bytes copied over
+the link's rate per direction (:mod:`..cost.host_link`), pageable copies flagged.
+Collective kernels and ops (:mod:`..cost.collectives`) are communication: they are
+counted apart, never as unmodelled compute.
+
 The precision of a product comes from its input types (bf16/fp16/fp8/int8 at once);
 fp32 inputs run as TF32 when the kernel is a TF32 tensor-op kernel, else on the CUDA
 cores. Memory-side ops run on the vector units, so their ceiling is the fp32 (fp64)
@@ -25,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tb_diagnostics.analysis.cost.collectives import COLLECTIVE_KERNEL, COLLECTIVE_OP
+from tb_diagnostics.analysis.cost.host_link import HOST_COPY, PAGEABLE_COPY, HostLink, host_link
 from tb_diagnostics.analysis.cost.peaks import (
     DevicePeaks,
     PeaksFileError,
@@ -51,7 +59,7 @@ KERNEL_PRECISION = [
     ("fp32", re.compile(r"sgemm|scudnn|simt|<float|f32f32_f32f32|gemm_f32|fp32", re.I)),
 ]
 PRODUCT_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-BOUNDS = ("compute", "memory")
+BOUNDS = ("compute", "memory", "host-link")
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,10 @@ class GroupFigures:
     bytes: float
     device_us: float  # union of the device activity its calls launched
     ideal_us: float | None
-    bound: str | None  # compute / memory; None without peaks or cost
+    bound: str | None  # compute / memory / host-link; None without peaks or cost
+    #: Bytes its host↔device copies moved over the host link (0 for device-side work).
+    link_bytes: float = 0.0
+    pageable: bool = False  # some of those copies were from/to pageable host memory
 
     @property
     def modelled(self) -> bool:
@@ -100,6 +111,9 @@ class Roofline:
     #: Device time of activities no counted op owns, by the name of the op that launched
     #: them ("" when the launch is not in the trace): (name, activities, µs), largest first.
     unowned: list[tuple[str, int, float]] = field(default_factory=list)
+    host_link: HostLink | None = None
+    #: Collective activities (communication, outside the cost model): count and µs.
+    communication: tuple[int, float] = (0, 0.0)
 
     def peak(self, precision: str | None) -> float | None:
         if self.peaks is None or precision is None:
@@ -217,6 +231,9 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
     calls = np.bincount(oc.group, minlength=n_groups)
     precisions = _precisions(analysis, groups, oc.activity_group)
     bw = peaks.bandwidth_gbps if peaks is not None else None
+    link = None if analysis.cpu_only else host_link(m.device_name, m.used_device_properties)
+    link_bytes, link_share, pageable = _host_copies(analysis, oc.activity_group, n_groups,
+                                                    device_us)
     figs = []
     for g, grp in enumerate(groups):
         cost = grp.cost
@@ -229,9 +246,15 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
             ideal = max(flops / (peak * 1e6), nbytes / (bw * 1e3))  # µs
             ridge = peak * 1e12 / (bw * 1e9)
             bound = "compute" if nbytes > 0 and flops / nbytes >= ridge else "memory"
+        if cost and link is not None and link_share[g] >= 0.5:
+            # Most of its device time is copies over the host link: that is its ceiling.
+            ideal, bound = link_bytes[g] / (link.gbps * 1e3), "host-link"
         figs.append(GroupFigures(group=grp, precision=precisions[g], peak_precision=key,
                                  calls=int(calls[g]), flops=flops, bytes=nbytes,
-                                 device_us=float(device_us[g]), ideal_us=ideal, bound=bound))
+                                 device_us=float(device_us[g]), ideal_us=ideal, bound=bound,
+                                 link_bytes=float(link_bytes[g]) if bound == "host-link"
+                                 else 0.0, pageable=bool(pageable[g])
+                                 and bound == "host-link"))
 
     n_windows = len(analysis.windows)
     window = window_of_rows(analysis, oc.rows)
@@ -255,7 +278,8 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
         lo, hi = analysis.bounds
         iv = _class_intervals(figs, oc.activity_group, act_rows, m.start, m.end)
         compute = covered(iv["compute"], lo, hi)
-        both = covered(iv["compute"] | iv["memory"], lo, hi)
+        # Host-link copies are bandwidth-bound work too: the step's memory-bound share.
+        both = covered(iv["compute"] | iv["memory"] | iv["host-link"], lo, hi)
         busy = np.asarray([w.device_busy_us for w in analysis.windows])
         busy_c = np.minimum(compute, busy)
         busy_m = np.minimum(both - compute, busy - busy_c)
@@ -271,7 +295,57 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
                     step_precision=step_precision, step_busy_compute_us=busy_c,
                     step_busy_memory_us=busy_m, shapes_recorded=oc.shapes_recorded,
                     activity_group=oc.activity_group, notes=notes,
-                    unowned=_unowned(analysis, oc.activity_group))
+                    unowned=_unowned(analysis, oc.activity_group), host_link=link,
+                    communication=_communication(analysis, oc.activity_group))
+
+
+def _host_copies(analysis: SpanAnalysis, activity_group: np.ndarray, n: int,
+                 device_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: bytes its host↔device copies moved, the share of its device time they
+    took, and whether any was pageable."""
+    zeros = np.zeros(n)
+    if analysis.cpu_only or n == 0:
+        return zeros, zeros.copy(), np.zeros(n, dtype=bool)
+    m = analysis.model
+    acts = m.device_activity_rows
+    ids = [i for i, s in enumerate(m.strings) if HOST_COPY.match(s)]
+    sel = (m.kind[acts] == Kind.MEMCPY) & np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
+    sel &= activity_group >= 0
+    if not sel.any():
+        return zeros, zeros.copy(), np.zeros(n, dtype=bool)
+    g, rows = activity_group[sel], acts[sel]
+    nbytes = np.nan_to_num(m.nbytes[rows], nan=0.0)
+    moved = np.bincount(g, weights=nbytes, minlength=n)
+    us = np.bincount(g, weights=m.dur[rows], minlength=n)
+    paged_ids = [i for i in ids if PAGEABLE_COPY.search(m.strings[i])]
+    paged = np.bincount(g, weights=np.isin(m.name[rows], np.asarray(paged_ids, dtype=np.int32)),
+                        minlength=n) > 0
+    share = np.divide(us, device_us, out=np.zeros(n), where=device_us > 0)
+    return moved, np.minimum(share, 1.0), paged
+
+
+def _collective_activities(analysis: SpanAnalysis, free: np.ndarray) -> np.ndarray:
+    """Which of the activities ``free`` (indices into device_activity_rows) are
+    collectives, by their kernel's name or the name of the op that launched them."""
+    m = analysis.model
+    kernel_ids = np.asarray([i for i, s in enumerate(m.strings) if COLLECTIVE_KERNEL.search(s)],
+                            dtype=np.int32)
+    op_ids = np.asarray([i for i, s in enumerate(m.strings) if COLLECTIVE_OP.search(s)],
+                        dtype=np.int32)
+    out = np.isin(m.name[m.device_activity_rows[free]], kernel_ids)
+    op = launching_op(analysis)[free]
+    has = op >= 0
+    out[has] |= np.isin(m.name[op[has]], op_ids)
+    return out
+
+
+def _communication(analysis: SpanAnalysis, activity_group: np.ndarray) -> tuple[int, float]:
+    if analysis.cpu_only:
+        return 0, 0.0
+    free = np.flatnonzero(activity_group < 0)
+    comm = free[_collective_activities(analysis, free)]
+    dur = analysis.model.dur[analysis.model.device_activity_rows[comm]]
+    return int(comm.size), float(dur.sum())
 
 
 def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
@@ -280,6 +354,8 @@ def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
         return []
     m = analysis.model
     free = np.flatnonzero(activity_group < 0)
+    # Collectives are communication, not unpriced compute.
+    free = free[~_collective_activities(analysis, free)] if free.size else free
     if not free.size:
         return []
     op = launching_op(analysis)[free]

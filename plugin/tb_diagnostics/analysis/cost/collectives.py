@@ -1,0 +1,30 @@
+"""Collectives: communication, not work the roofline can price.
+
+A collective kernel waits on other ranks and moves data over NVLink / the network; its
+time says nothing about how well the device's FLOPs or memory are used. The roofline
+leaves it out of its unmodelled list and ``low-flop-utilisation`` out of its compute
+time. An activity is a collective when its kernel name is one (NCCL/RCCL, PyTorch's
+symmetric-memory all-reduce kernels, vLLM's custom all-reduce) or when the op that
+launched it is one (``c10d::*``, ``record_param_comms``, ``symm_mem::*`` collectives).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Ops that are collectives (host side).
+COLLECTIVE_OP = re.compile(
+    r"^record_param_comms$|^c10d(?:_functional)?::|^_c10d_functional::|^nccl:|^gloo:"
+    r"|^symm_mem::\w*(?:all_reduce|all_gather|reduce_scatter|all_to_all|broadcast)"
+    r"|^vllm::\w*all_reduce|^_C_custom_ar::")
+
+#: Kernels that are collectives (device side).
+COLLECTIVE_KERNEL = re.compile(
+    r"^(?:nccl|rccl)(?:Dev)?Kernel"
+    r"|multimem_(?:all_reduce|all_gather|reduce_scatter)"
+    r"|(?:one|two)_shot_all_reduce|cross_device_reduce", re.I)
+
+
+def is_collective(name: str) -> bool:
+    """True for the name of a collective op or kernel."""
+    return bool(COLLECTIVE_OP.search(name) or COLLECTIVE_KERNEL.search(name))
