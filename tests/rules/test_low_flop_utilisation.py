@@ -88,3 +88,24 @@ def test_the_priced_share_is_of_compute_not_of_collectives(builder):
                                                                         "compute-bound")
     (f,) = RULE.run(a)
     assert f.steps == [1, 2, 3] and "280 µs per step" in f.message
+
+
+def test_symmetric_memory_all_reduce_is_not_compute_time(builder):
+    # Per step a 300 µs GEMM (ideal 139 µs: 46 % of roofline) and an 800 µs
+    # symm_mem all-reduce, queued. Counted as compute, the GEMM would be 300 / 1100 = 27 %
+    # of the busy time, under the 30 % the rule needs; communication is not compute, so
+    # the GEMM is all of it.
+    free = 0.0
+    for s in range(3):
+        t0 = s * 250.0
+        builder.step(s + 1, t0, 249)
+        builder.op("aten::mm", t0 + 5, 20, dims=[[N, N], [N, N]], types=BF16)
+        start = max(t0 + 40, free)
+        builder.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", t0 + 8, start, 300.0)
+        builder.op("symm_mem::multimem_all_reduce_", t0 + 30, 10)
+        builder.launch("void c10d::symmetric_memory::multimem_all_reduce_kernel<float>",
+                       t0 + 32, start + 300, 800.0)
+        free = start + 1100
+    (f,) = RULE.run(builder.analysis())
+    assert "300 µs per step" in f.message and "139 µs" in f.message
+    assert "46% of roofline" in f.message

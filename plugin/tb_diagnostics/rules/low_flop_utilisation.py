@@ -6,7 +6,9 @@ What it detects
     calls of their ideal time, max(FLOPs / peak, bytes / bandwidth) at the device's
     peaks (``roofline.device``), is under ``max_roofline_fraction`` of their device
     time, and they cover at least ``min_modelled_share`` of the compute busy time
-    (device activity that is not a collective kernel). It names the
+    (device activity that is not communication: NCCL/RCCL, symmetric-memory and custom
+    all-reduce kernels and whatever a ``c10d::`` / ``symm_mem::`` collective launched).
+    It names the
     op groups (name and shapes) that lose the most time against their roofline time,
     with the step's FLOP utilisation (FLOPs ÷ wall time × peak of its dominant
     precision: MFU counted in hardware FLOPs).
@@ -36,7 +38,12 @@ import numpy as np
 from tb_diagnostics.analysis.replay.changes import tuned_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.op_costs import op_costs
-from tb_diagnostics.analysis.views.roofline import roofline, step_groups, step_utilisation
+from tb_diagnostics.analysis.views.roofline import (
+    compute_busy_us,
+    roofline,
+    step_groups,
+    step_utilisation,
+)
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
     change_saving,
@@ -76,8 +83,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     priced = np.asarray([f.ideal_us is not None for f in rf.figures])
     device = sg.device_us[chosen][:, priced].sum()
     ideal = sg.ideal_us[chosen][:, priced].sum()
-    # The compute time (collective kernels wait for other ranks: no roofline to reach).
-    busy = sum(windows[k].compute_busy_us for k in chosen)
+    # The compute time (collectives wait for other ranks: no roofline to reach).
+    busy = float(compute_busy_us(analysis)[chosen].sum())
     if device <= 0 or busy <= 0 or device / busy < th.min_modelled_share:
         return []
     if ideal / device >= th.max_roofline_fraction:

@@ -348,6 +348,20 @@ def _communication(analysis: SpanAnalysis, activity_group: np.ndarray) -> tuple[
     return int(comm.size), float(dur.sum())
 
 
+@computed
+def compute_busy_us(analysis: SpanAnalysis) -> np.ndarray:
+    """Per window, the device's busy time without any collective activity (NCCL/RCCL,
+    symmetric-memory and custom all-reduce kernels, activities a collective op launched):
+    the time the roofline could have priced."""
+    lo, hi = analysis.bounds
+    if analysis.cpu_only:
+        return np.asarray([w.compute_busy_us for w in analysis.windows])
+    m = analysis.model
+    acts = m.device_activity_rows
+    keep = acts[~_collective_activities(analysis, np.arange(acts.size))]
+    return covered(union_of_rows(m.start, m.end, keep), lo, hi)
+
+
 def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
              limit: int = 20) -> list[tuple[str, int, float]]:
     if analysis.cpu_only:
