@@ -13,7 +13,10 @@ Why it matters
     driver first copies into a pinned staging buffer, and
     ``cudaMemcpyAsync`` turns synchronous: the host blocks for the whole copy,
     cannot launch anything meanwhile, and the copy cannot overlap compute —
-    ``non_blocking=True`` has no effect.
+    ``non_blocking=True`` has no effect. The finding says what the host link (PCIe
+    generation and width of the part, NVLink-C2C on Grace parts) allows per direction
+    and what share of it the copies reached: the staging copy on the host usually keeps
+    pageable copies well below it.
 
 How to fix
     Pin the source and copy asynchronously:
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.cost.host_link import host_link
 from tb_diagnostics.analysis.replay.changes import pinned_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
@@ -39,6 +43,7 @@ from tb_diagnostics.rules._util import (
     change_saving,
     fmt_bytes,
     fmt_count,
+    fmt_pct,
     fmt_us,
     step_numbers,
     steps_text,
@@ -96,13 +101,19 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if frame and frame[0] >= 0:
         ev.append(evidence(analysis, frame[0], "the Python line"))
     steps = step_numbers(analysis, cwin)
+    link = host_link(m.device_name, m.used_device_properties)
+    link_text = ""
+    if link is not None and dev > 0 and nbytes > 0:
+        rate = nbytes / (dev * 1e3)  # GB/s
+        link_text = (f" The host link ({link.name}) allows {link.gbps:g} GB/s per direction; "
+                     f"these copies reach {rate:.1f} GB/s ({fmt_pct(rate / link.gbps)} of it).")
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"{fmt_count(copies.size / steps_n)} host→device copies {warm.per} from "
                  f"pageable memory ({fmt_bytes(nbytes)}, {fmt_us(dev)} on the device)"
                  f"{' in ' + steps_text(steps) if warm.has_steps else ''}; their "
                  f"cudaMemcpyAsync blocks the host {fmt_us(host)} {warm.per}"
-                 f"{' (' + ', '.join(who) + ')' if who else ''}{where}."),
+                 f"{' (' + ', '.join(who) + ')' if who else ''}{where}.{link_text}"),
         # Replayed with pinned memory: the copies' calls return at once.
         steps=steps, evidence=ev[:MAX_EVIDENCE],
         savings_us=change_saving(analysis, pinned_change(analysis, launcher[launcher >= 0]),
