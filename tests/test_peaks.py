@@ -57,7 +57,10 @@ def test_every_row_is_named_cited_and_complete(row):
 def test_every_row_has_a_memory_bandwidth_and_an_fp32_peak():
     for row in table():
         assert row["peaks"]["hbm_gbps"] is not None, row["name"]
-        assert row["peaks"]["fp32"] is not None, row["name"]
+        # A part whose FLOP figures no stored page gives (the A10G) keeps them null and
+        # says so, rather than borrowing a sibling's: a wrong peak misleads more than none.
+        assert (row["peaks"]["fp32"] is not None
+                or "not found in the stored copy" in row.get("notes", "")), row["name"]
 
 
 def test_table_returns_a_copy():
@@ -121,8 +124,10 @@ def test_real_device_names_resolve_to_their_rows(device, row, bf16, hbm):
 def test_a10_and_a100_do_not_take_each_other():
     assert lookup("NVIDIA A10").peak("fp32") == 31.2
     assert lookup("NVIDIA A100-SXM4-40GB").peak("fp32") == 19.5
-    # A10G is another part (AWS); the whole-word pattern leaves it unknown, not wrong.
-    assert lookup("NVIDIA A10G") is None
+    # A10G is another part (AWS) with its own row: the A10's tensor rates never reach it.
+    a10g = lookup("NVIDIA A10G")
+    assert a10g.name == "NVIDIA A10G" and a10g.peak("bf16") is None
+    assert a10g.bandwidth_gbps == 600
 
 
 def test_h100_pcie_is_not_the_sxm_part():
@@ -136,11 +141,9 @@ def test_a100_names_without_a_specific_pattern_get_the_common_compute_peaks():
 
 
 @pytest.mark.parametrize("device", [
-    "NVIDIA GeForce RTX 4090 Laptop GPU",  # half the SMs of the desktop card
     "NVIDIA GeForce RTX 3090 Ti",
     "NVIDIA H800 PCIe",
     "NVIDIA H200 NVL",
-    "NVIDIA L40",  # not the L40S, and not the L4
     "Intel(R) Data Center GPU Max 1550",
     "AMD Radeon Graphics",
     "",
@@ -178,7 +181,9 @@ def test_device_peaks_accessors_and_dict():
     assert got.peak("fp8") == 1978.9
     assert got.peak("hbm_gbps") == got.bandwidth_gbps == 3350
     d = got.to_dict()
-    assert set(d) == {"name", "peaks", "source"}
+    # identified_by/identification were added by issue 24 (keys are only ever added).
+    assert set(d) == {"name", "peaks", "source", "identified_by", "identification"}
+    assert d["identified_by"] == "name" and d["identification"] is None
     assert list(d["peaks"]) == list(PEAK_KEYS)
     assert got.peak(None) is None  # the cost model's "precision unknown"
     with pytest.raises(KeyError, match="fp33"):

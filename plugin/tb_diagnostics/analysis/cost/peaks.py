@@ -27,11 +27,14 @@ import functools
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from tb_diagnostics.analysis.cost.identify import Identified, identify
 
 PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 #: Every key of a peaks mapping: the precisions (TFLOP/s, TOPS for int8), then GB/s.
@@ -42,7 +45,8 @@ PEAKS_ENV = "TB_DIAGNOSTICS_PEAKS"  # path of a JSON file of overrides, read by 
 CPU_KEY = "cpu"
 ANY_KEY = "*"
 
-_ROW_KEYS = frozenset({"name", "match", "peaks", "source", "notes", "gcn_arch"})
+_ROW_KEYS = frozenset({"name", "match", "peaks", "source", "notes", "gcn_arch", "cc", "sms"})
+_CC_FORMAT = re.compile(r"\d+\.\d+")
 _TABLE_KEYS = frozenset({"version", "about", "devices"})
 _ENTRY_KEYS = frozenset({*PEAK_KEYS, "name"})
 
@@ -58,6 +62,12 @@ class DevicePeaks:
     name: str | None  # the table's canonical name, or the override's name
     peaks: dict[str, float | None]  # every key of PEAK_KEYS, None when unknown
     source: str | None  # the row's source, "override: <path>", or both joined by "; "
+    #: How the row was chosen: "name" (the table's patterns), "properties" (compute
+    #: capability and SM count of an ambiguous or unknown name), "estimate" (SM count
+    #: times the architecture's per-SM rates), "override" (the override file alone).
+    identified_by: str = "name"
+    identification: str | None = None  # the sentence saying so, None when by name
+
 
     def peak(self, precision: str | None) -> float | None:
         """Peak TFLOP/s (TOPS for int8) of ``precision``; None when the table has none.
@@ -80,7 +90,9 @@ class DevicePeaks:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name,
                 "peaks": {k: self.peaks.get(k) for k in PEAK_KEYS},
-                "source": self.source}
+                "source": self.source,
+                "identified_by": self.identified_by,
+                "identification": self.identification}
 
 
 # ---------------------------------------------------------------------------------------
@@ -143,6 +155,8 @@ class _Row:
     gcn_arch: tuple[str, ...]
     peaks: dict[str, float | None]
     source: str
+    cc: str | None = None  # "9.0": computeMajor.computeMinor, for identify.py
+    sms: int | None = None  # numSms of the part, for identify.py
 
 
 def _table_text() -> tuple[str, str]:
@@ -213,6 +227,12 @@ def _validate_table(path: str, data: Any) -> list[dict[str, Any]]:
                 if key in seen_arch:
                     problems.append(f"{where}: gcn_arch {a!r} is also on {seen_arch[key]}")
                 seen_arch[key] = where
+        cc = row.get("cc")
+        if cc is not None and not (isinstance(cc, str) and _CC_FORMAT.fullmatch(cc)):
+            problems.append(f"{where}: cc must be a compute capability like \"9.0\"")
+        sms = row.get("sms")
+        if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
+            problems.append(f"{where}: sms must be a positive integer")
         peaks = row.get("peaks")
         if not isinstance(peaks, dict):
             problems.append(f"{where}: peaks must be an object")
@@ -239,7 +259,7 @@ def _load_table() -> tuple[tuple[dict[str, Any], ...], tuple[_Row, ...]]:
              gcn_arch=tuple(a.lower() for a in r.get("gcn_arch", [])),
              peaks={k: (None if r["peaks"][k] is None else float(r["peaks"][k]))
                     for k in PEAK_KEYS},
-             source=r["source"])
+             source=r["source"], cc=r.get("cc"), sms=r.get("sms"))
         for r in rows)
     return tuple(rows), compiled
 
@@ -425,6 +445,7 @@ def lookup(device_name: str | None, properties: Mapping[str, Any] | None = None,
     """
     row: _Row | None = None
     arch_note = ""
+    found: Identified | None = None
     if device_name is not None:
         row = _row_for_name(device_name)
         if row is None:
@@ -433,14 +454,23 @@ def lookup(device_name: str | None, properties: Mapping[str, Any] | None = None,
                 row, arch = by_arch
                 # Say so: a generic name on a sibling part (MI300A on gfx942) gets these.
                 arch_note = f"; matched by gcnArchName {arch}, not by name"
+            else:
+                found = identify(device_name, properties, _load_table()[1])
     entry = overrides.entry_for(device_name) if overrides is not None else None
 
-    if row is None and not (entry and any(k in PEAK_KEYS for k in entry)):
+    if row is None and found is None and not (entry and any(k in PEAK_KEYS for k in entry)):
         return None  # an override with no figures says nothing about an unknown device
-    peaks: dict[str, float | None] = (dict(row.peaks) if row is not None
-                                      else dict.fromkeys(PEAK_KEYS))
-    source = (row.source + arch_note) if row is not None else None
-    name = row.name if row is not None else device_name
+    identified_by, identification = "name", None
+    if row is not None:
+        peaks: dict[str, float | None] = dict(row.peaks)
+        source: str | None = row.source + arch_note
+        name: str | None = row.name
+    elif found is not None:
+        peaks, source, name = dict(found.peaks), found.source, found.name
+        identified_by, identification = found.identified_by, found.identification
+    else:
+        peaks, source, name = dict.fromkeys(PEAK_KEYS), None, device_name
+        identified_by = "override"
     if entry is not None:
         values = {k: v for k, v in entry.items() if k in PEAK_KEYS}
         changed = [k for k, v in values.items() if peaks.get(k) != v]
@@ -449,10 +479,11 @@ def lookup(device_name: str | None, properties: Mapping[str, Any] | None = None,
             name = entry["name"]
         elif name is None:
             name = "CPU"  # only a CPU-only trace reaches here without a name
-        if row is None or changed or "name" in entry:
+        if source is None or changed or "name" in entry:
             assert overrides is not None
             mark = f"override: {overrides.path}"
             # Partly overridden: both sources hold some of the figures, so name both.
-            whole = row is None or all(k in values for k in PEAK_KEYS)
+            whole = source is None or all(k in values for k in PEAK_KEYS)
             source = mark if whole else f"{source}; {mark}"
-    return DevicePeaks(name=name, peaks=peaks, source=source)
+    return DevicePeaks(name=name, peaks=peaks, source=source, identified_by=identified_by,
+                       identification=identification)

@@ -1,0 +1,174 @@
+"""Which peaks row a device gets when its name alone does not say: identification by the
+``deviceProperties`` a trace records (compute capability, ``numSms``).
+
+Names are not enough: CUDA reports a 96 GB H100 SXM board as plain ``"NVIDIA H100"``,
+and new or regional parts (an RTX 4500 Ada, a laptop part) reach users before any table
+row. The properties PyTorch writes into every Kineto trace pin much of it down:
+
+1. **By properties.** The name's model words (``"h100"``) select the table rows of that
+   family; of those, the rows whose compute capability and SM count equal the device's
+   are candidates. One candidate, or several with equal peaks, is the answer
+   (``identified_by="properties"``). A plain ``"NVIDIA H100"`` with 132 SMs at cc 9.0 is
+   SXM-class; the 114-SM part is the PCIe one.
+2. **Estimate.** An NVIDIA part of a known architecture that no row answers for gets the
+   peaks of that architecture's reference part (:data:`ESTIMATE_REFERENCES`) scaled by
+   SM count: per-SM rates times SMs, at the reference part's boost clock. GeForce names
+   take the GeForce reference (half-rate FP32-accumulate Tensor Cores), others the
+   data-centre/workstation one. Memory bandwidth depends on the memory bus, which the
+   properties do not record, so it stays unknown (``identified_by="estimate"``).
+3. **Nothing to go on.** No row, no compute capability or SM count, or an architecture
+   without a reference: no peaks, and :func:`why_no_peaks` says which.
+
+HIP reports ``computeMajor`` 9 for gfx90a (MI250), so neither rule 1 nor rule 2 applies
+to names that are not NVIDIA's: AMD parts go by name or ``gcnArchName`` (peaks.py).
+This module reads compiled table rows passed in; it imports nothing from peaks.py, so
+peaks.py can call it without a cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class PeaksRow(Protocol):
+    """What identification reads of a compiled table row (peaks._Row)."""
+
+    name: str
+    peaks: dict[str, float | None]
+    source: str
+    cc: str | None
+    sms: int | None
+
+
+@dataclass(frozen=True)
+class EstimateReference:
+    """The part whose per-SM rates stand for its architecture, at its boost clock."""
+
+    row: str  # the table row's name; its cc and sms keys give the divisor
+    clock_ghz: float  # the clock its (and so the estimate's) figures assume
+    architecture: str
+
+
+#: (compute capability, GeForce name?) -> reference part. Each row's own source gives its
+#: figures; the clocks are those sources' boost clocks (Volta 1.53, Turing T4 1.59 and
+#: 2080 Ti 1.545, GA100 1.41, GA10x 1.695, AD102 2.49 L40 / 2.52 RTX 4090, GH100 1.83 for
+#: Tensor Core figures).
+ESTIMATE_REFERENCES: dict[tuple[str, bool], EstimateReference] = {
+    ("7.0", False): EstimateReference("NVIDIA Tesla V100 SXM2", 1.53, "Volta GV100"),
+    ("7.5", False): EstimateReference("NVIDIA Tesla T4", 1.59, "Turing TU10x"),
+    ("7.5", True): EstimateReference("NVIDIA GeForce RTX 2080 Ti", 1.545, "Turing TU10x"),
+    ("8.0", False): EstimateReference("NVIDIA A100 SXM4 40GB", 1.41, "Ampere GA100"),
+    ("8.6", False): EstimateReference("NVIDIA A10", 1.695, "Ampere GA10x"),
+    ("8.6", True): EstimateReference("NVIDIA GeForce RTX 3090", 1.695, "Ampere GA10x"),
+    ("8.9", False): EstimateReference("NVIDIA L40", 2.49, "Ada AD10x"),
+    ("8.9", True): EstimateReference("NVIDIA GeForce RTX 4090", 2.52, "Ada AD10x"),
+    ("9.0", False): EstimateReference("NVIDIA H100 SXM5 80GB", 1.83, "Hopper GH100"),
+}
+
+_NVIDIA_NAME = re.compile(r"\b(nvidia|tesla|quadro|geforce)\b", re.IGNORECASE)
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Identified:
+    """The row (or estimate) a device was identified as, and the sentence saying how."""
+
+    name: str
+    peaks: dict[str, float | None]
+    source: str
+    identified_by: str  # "properties" | "estimate"
+    identification: str
+
+
+def compute_capability(properties: Mapping[str, Any] | None) -> str | None:
+    """``"9.0"`` from ``computeMajor``/``computeMinor``; None when either is missing."""
+    if not properties:
+        return None
+    major, minor = properties.get("computeMajor"), properties.get("computeMinor")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+               for v in (major, minor)):
+        return None
+    return f"{major}.{minor}"
+
+
+def _sm_count(properties: Mapping[str, Any] | None) -> int | None:
+    n = properties.get("numSms") if properties else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def _model_words(text: str) -> set[str]:
+    # The words with a digit are the model ("h100", "4090", "a10g"); "nvidia" says nothing.
+    return {w for w in _WORD.findall(text.lower()) if any(c.isdigit() for c in w)}
+
+
+def _geforce(name: str) -> bool:
+    return "geforce" in name.lower()
+
+
+def identify(device_name: str, properties: Mapping[str, Any] | None,
+             rows: Sequence[PeaksRow]) -> Identified | None:
+    """The peaks of a device whose name matched no row, from its properties; None when
+    there is nothing to go on (see :func:`why_no_peaks`)."""
+    if not _NVIDIA_NAME.search(device_name):
+        return None
+    cc, sms = compute_capability(properties), _sm_count(properties)
+    if cc is None or sms is None:
+        return None
+    by_props = _by_properties(device_name, cc, sms, rows)
+    if by_props is not None:
+        return by_props
+    return _estimate(device_name, cc, sms, rows)
+
+
+def _by_properties(device_name: str, cc: str, sms: int,
+                   rows: Iterable[PeaksRow]) -> Identified | None:
+    words = _model_words(device_name)
+    if not words:
+        return None
+    found = [r for r in rows
+             if r.cc == cc and r.sms == sms and words & _model_words(r.name)]
+    if not found or any(r.peaks != found[0].peaks for r in found[1:]):
+        return None  # two parts with different peaks fit: guessing would mislead
+    row = found[0]
+    why = (f"identified by its properties: '{device_name}' matches no row by name; "
+           f"compute capability {cc} and {sms} SMs are those of the {row.name}")
+    return Identified(name=row.name, peaks=dict(row.peaks), source=row.source,
+                      identified_by="properties", identification=why)
+
+
+def _estimate(device_name: str, cc: str, sms: int,
+              rows: Sequence[PeaksRow]) -> Identified | None:
+    geforce = _geforce(device_name)
+    ref = ESTIMATE_REFERENCES.get((cc, geforce)) or ESTIMATE_REFERENCES.get((cc, not geforce))
+    if ref is None:
+        return None
+    row = next((r for r in rows if r.name == ref.row), None)
+    if row is None or not row.sms:
+        return None
+    scale = sms / row.sms
+    peaks: dict[str, float | None] = {
+        k: (None if v is None or k == "hbm_gbps" else round(v * scale, 3))
+        for k, v in row.peaks.items()}
+    why = (f"estimated: '{device_name}' matches no row; {sms} SMs × the per-SM rates of "
+           f"{ref.architecture} ({row.name}, {row.sms} SMs) at its {ref.clock_ghz} GHz "
+           f"boost clock; memory bandwidth unknown (the properties do not give the bus)")
+    return Identified(name=f"{device_name} (estimated)", peaks=peaks,
+                      source=f"estimated from {row.name}: {row.source}",
+                      identified_by="estimate", identification=why)
+
+
+def why_no_peaks(device_name: str | None, properties: Mapping[str, Any] | None) -> str:
+    """Why a device got no peaks: the sentence a report shows in their place."""
+    if device_name is None:
+        return "a CPU-only trace: no device peaks (give them with --peaks, key \"cpu\")"
+    base = f"'{device_name}' matches no row of the peaks table"
+    if not _NVIDIA_NAME.search(device_name):
+        return f"{base}, and only NVIDIA parts are identified by their properties"
+    cc, sms = compute_capability(properties), _sm_count(properties)
+    if cc is None or sms is None:
+        return f"{base}, and the trace records no compute capability or SM count"
+    return (f"{base}, and compute capability {cc} has no reference part to estimate "
+            f"its peaks from")
