@@ -229,3 +229,19 @@ def test_cpu_only_run_says_why_there_is_no_roofline(page, roof_tb, artifacts):
     assert frame.locator("#roofline-chart").count() == 0
     expect(frame.locator("#steps tbody tr").first.locator("td").nth(3)).to_have_text("—")
     card_shot(page, frame, artifacts / "roofline-cpu-only.png")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_host_device_copies_show_the_host_link_ceiling(page, roof_tb, artifacts, theme):
+    r = summary(roof_tb, OWL)["roofline"]
+    copies = [o for o in r["ops"] if o["bound"] == "host-link"]
+    assert copies and r["host_link"]["name"] == "PCIe 5.0 x16"  # H100: PCIe Gen5 x16
+    frame = open_run(page, roof_tb, OWL)
+    if theme == "dark":
+        dark(page, frame)
+    note = frame.locator("#roofline-host-link")
+    expect(note).to_contain_text("host-link ceiling 63 GB/s per direction (PCIe 5.0 x16)")
+    expect(note).to_contain_text(f"{len(copies)} host↔device copy group")
+    colour = note.locator(".rf-bound").evaluate("e => getComputedStyle(e).color")
+    assert colour not in ("", "rgb(0, 0, 0)")
+    card_shot(page, frame, artifacts / f"roofline-owlv2-host-link-{theme}.png")

@@ -9,7 +9,7 @@ import { dur, ms, pct, shortName, stepLabel } from "./format.js";
 import { RooflineChart, plottable, siFlops } from "./rfchart.js";
 
 const TOP_OPS = 8;
-const BOUND_LABEL = { compute: "compute", memory: "memory" };
+const BOUND_LABEL = { compute: "compute", memory: "memory", "host-link": "host link" };
 /** A fraction as a percentage, one decimal under 10%: "0.3%", "23%". */
 const pct1 = (x) => {
   if (x === null || x === undefined) return "—";
@@ -150,12 +150,28 @@ export class RooflineView {
         `Not on the log axes: ${flat.length ? `${flat.length} op group${flat.length > 1 ? "s" : ""} that only move data (copies, fills; ${dur(t)}, in the table)` : ""}` +
         `${flat.length && rest ? " and " : ""}${rest ? `${rest} with no device time` : ""}.`));
     }
+    notes.push(this.hostLinkNote(r));
     if (r.ops_total > r.ops.length) notes.push(h("div", { class: "rf-note" }, `the ${r.ops.length} heaviest of ${r.ops_total} op groups.`));
     notes.push(this.unmodelledNote(r));
     // The backend's notes, but for the two said above in the tab's words.
     for (const n of r.notes || []) if (!/record_shapes|no peak figures/.test(n)) notes.push(h("div", { class: "rf-note" }, n));
     this.notes.replaceChildren(...notes.filter(Boolean));
     this.notes.hidden = !this.notes.children.length;
+  }
+
+  /** Copies between host and device have no FLOPs (not on the log axes): their ceiling,
+   * the host link, is said in words next to the chart. */
+  hostLinkNote(r) {
+    const link = r.host_link;
+    const copies = (r.ops || []).filter((o) => o.bound === "host-link");
+    if (!link || !copies.length) return null;
+    const t = copies.reduce((a, o) => a + o.device_us, 0);
+    const paged = copies.some((o) => o.pageable);
+    return h("div", { class: "rf-note", id: "roofline-host-link", title: `host link: ${link.source}` },
+      h("span", { class: "rf-bound host-link" }, "host-link ceiling"),
+      ` ${+link.gbps.toPrecision(4)} GB/s per direction (${link.name}${link.by_capability ? ", from the compute capability" : ""}): ` +
+      `${copies.length} host↔device copy group${copies.length > 1 ? "s" : ""} (${dur(t)}) rated against it, not HBM` +
+      `${paged ? "; pageable copies stage through a pinned buffer and rarely reach it" : ""}.`);
   }
 
   renderTable(r) {
@@ -189,6 +205,7 @@ export class RooflineView {
       shapes(o.input_dims, 140) || "no tensor inputs",
       `${o.precision || "?"}${o.peak_precision && o.peak_precision !== o.precision ? ` (on the ${o.peak_precision} roof)` : ""} · ${o.calls} call${o.calls === 1 ? "" : "s"} · ${dur(o.device_us)} on the device`,
       `${siFlops(o.achieved_tflops, "FLOP/s")} · ${o.achieved_gbps === null || o.achieved_gbps === undefined ? "—" : `${+o.achieved_gbps.toPrecision(3)} GB/s`} · ${o.intensity === null ? "—" : +Number(o.intensity).toPrecision(3)} FLOP/byte`,
+      ...(o.bound === "host-link" ? [`${o.achieved_link_gbps ?? "—"} GB/s over the host link (ceiling ${o.link_gbps} GB/s)${o.pageable ? " · pageable" : ""}`] : []),
       o.roofline_pct === null || o.roofline_pct === undefined
         ? `${o.bound ? `${o.bound}-bound` : "no bound"} · no peak to compare with`
         : `${pct1(o.roofline_pct)} of its roofline · ${o.bound}-bound · ${dur(o.loss_us)} lost`,
