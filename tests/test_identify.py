@@ -71,7 +71,7 @@ def test_an_unknown_ada_part_is_estimated_from_its_sm_count():
              "computeMinor": 9, "numSms": 60, "totalGlobalMem": 25_757_220_864}
     got = lookup(block["name"], block)
     assert got.identified_by == "estimate"
-    assert got.name == "NVIDIA RTX 4500 Ada Generation (estimated)"
+    assert got.name == "NVIDIA RTX 4500 Ada Generation"
     # The L40's figures x 60/142 SMs, at the L40's 2.49 GHz.
     assert got.peak("fp32") == round(90.5 * 60 / 142, 3) == 38.239
     assert got.peak("bf16") == round(181.05 * 60 / 142, 3) == 76.5

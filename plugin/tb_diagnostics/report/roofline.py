@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.cost.identify import why_no_peaks
 from tb_diagnostics.analysis.cost.peaks import PRECISIONS
 from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.views.op_costs import op_costs
@@ -92,8 +93,12 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
     if peaks is not None:
         device = peaks.to_dict()
     else:
+        name = None if analysis.cpu_only else analysis.model.device_name
         device = {"name": analysis.model.device_name,
-                  "peaks": dict.fromkeys((*PRECISIONS, "hbm_gbps")), "source": None}
+                  "peaks": dict.fromkeys((*PRECISIONS, "hbm_gbps")), "source": None,
+                  # Why there are none: no row, and nothing in deviceProperties to go on.
+                  "identified_by": None,
+                  "identification": why_no_peaks(name, analysis.model.used_device_properties)}
     listed = [i for i, f in enumerate(rf.figures) if f.modelled and (f.device_us > 0 or f.flops)]
     listed.sort(key=lambda i: -rf.figures[i].device_us)
     shown = listed[:MAX_OPS]
@@ -178,11 +183,16 @@ def roofline_summary(span: dict[str, Any]) -> str | None:
     dev = roof["device"]
     utils = [s["flop_utilisation"] for s in span["steps"] if s.get("flop_utilisation")]
     text = f"roofline on {dev['name'] or 'an unknown device'}"
+    how = dev.get("identified_by")
+    if how in ("properties", "estimate"):
+        text += " (identified by its properties)" if how == "properties" else " (estimated)"
     if utils:
         utils.sort()
         text += f": FLOP utilisation {100 * utils[len(utils) // 2]:.1f}% (median step)"
     elif all(v is None for v in dev["peaks"].values()):
         text += ": no peak figures (give them with --peaks FILE.json)"
+        if dev.get("identification"):
+            text += f": {dev['identification']}"
     unmodelled = roof.get("unmodelled_device_us") or 0
     if unmodelled > 0:
         text += f"; {unmodelled / 1000:.2f} ms of device time has no cost model"

@@ -155,7 +155,8 @@ def _estimate(device_name: str, cc: str, sms: int,
     why = (f"estimated: '{device_name}' matches no row; {sms} SMs × the per-SM rates of "
            f"{ref.architecture} ({row.name}, {row.sms} SMs) at its {ref.clock_ghz} GHz "
            f"boost clock; memory bandwidth unknown (the properties do not give the bus)")
-    return Identified(name=f"{device_name} (estimated)", peaks=peaks,
+    # The trace's own name: "estimated" travels in identified_by, where the tab shows it.
+    return Identified(name=device_name, peaks=peaks,
                       source=f"estimated from {row.name}: {row.source}",
                       identified_by="estimate", identification=why)
 
