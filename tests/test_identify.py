@@ -127,6 +127,7 @@ def test_compute_capability_reads_major_and_minor():
     ("NVIDIA GeForce RTX 4090 D", 147.09, 73.54, 1008),
     ("NVIDIA GeForce RTX 4090 Laptop GPU", 75.88, 37.94, 576),
     ("NVIDIA A10G", None, None, 600),
+    ("NVIDIA A40", 149.7, 37.4, 696),
 ])
 def test_the_issues_missing_parts_have_rows(name, bf16, fp32, hbm):
     got = lookup(name)
