@@ -66,7 +66,11 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
     assert span["roofline"]["device"] == {
         "name": "Test GPU", "source": None,
         "peaks": dict.fromkeys(("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
-                                "hbm_gbps"))}
+                                "hbm_gbps")),
+        # Issue 24: how the device was identified, here why it was not.
+        "identified_by": None,
+        "identification": "'Test GPU' matches no row of the peaks table, and only NVIDIA "
+                          "parts are identified by their properties"}
     assert any("no peak figures for Test GPU" in n for n in span["roofline"]["notes"])
     assert isinstance(span["whatif"], list)
     assert all(set(w) == WHATIF_KEYS for w in span["whatif"])
