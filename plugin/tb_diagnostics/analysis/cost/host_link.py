@@ -40,6 +40,7 @@ LINK_GBPS: dict[str, float] = {
     "PCIe 4.0 x16": 31.5,
     "PCIe 4.0 x8": 15.75,
     "PCIe 5.0 x16": 63.0,
+    "PCIe 5.0 x8": 31.5,
     "NVLink-C2C": 450.0,
 }
 
@@ -51,11 +52,16 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
     (r"GH200|GB200|GB300|Grace", "NVLink-C2C",
      "NVIDIA GH200 Grace Hopper Superchip datasheet: NVLink-C2C 900 GB/s bidirectional"),
     (r"\bA2\b", "PCIe 4.0 x8", "NVIDIA A2 Tensor Core GPU datasheet: PCIe Gen4 x8"),
+    (r"RTX 50[56]0\b", "PCIe 5.0 x8", "NVIDIA GeForce RTX 5060 / 5050 specifications: PCIe "
+     "Gen5 x8"),
+    (r"RTX 40[56]0\b|RTX 40[56]0 Ti|RTX 3050\b", "PCIe 4.0 x8",
+     "NVIDIA GeForce RTX 4060 (Ti) / 3050 specifications: PCIe Gen4 x8"),
     (r"H100|H200|H800|H20\b", "PCIe 5.0 x16",
      "NVIDIA H100 / H200 Tensor Core GPU datasheets: PCIe Gen5 128 GB/s (bidirectional)"),
     (r"B100|B200|B300|RTX PRO \d+ Blackwell|RTX 50\d\d", "PCIe 5.0 x16",
-     "NVIDIA Blackwell datasheets (HGX B200, RTX PRO 6000, GeForce RTX 50): PCIe Gen5 host "
-     "link (HGX B200 hosts are PCIe 5.0)"),
+     "B100/B200/B300 have a PCIe Gen6 x16 GPU interface, but their hosts are PCIe Gen5 (NVIDIA "
+     "DGX B200 User Guide: 2 x Intel Xeon 8570 PCIe Gen5 CPUs), so the link runs at Gen5; "
+     "RTX PRO 6000 Blackwell and GeForce RTX 50 datasheets: PCIe Gen5 x16"),
     (r"A100|A800|A10G?\b|A16\b|A30\b|A40\b|L4\b|L20\b|L40S?\b|RTX A\d000|RTX \d000 Ada"
      r"|RTX 30\d\d|RTX 40\d\d", "PCIe 4.0 x16",
      "NVIDIA A100 / A10 / A30 / A40 / L4 / L40 / L40S datasheets: PCIe Gen4 x16 (64 GB/s "
