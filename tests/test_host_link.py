@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from rules.conftest import TraceBuilder
+from rules.conftest import TraceBuilder, shared_analysis
 
 from tb_diagnostics.analysis.cost.collectives import is_collective
 from tb_diagnostics.analysis.cost.host_link import LINK_GBPS, host_link
 from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.report.document import step_document
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
+from tb_diagnostics.trace import load_trace
 
+PAIRS = (Path(__file__).parents[1] / ".." / "shared" / "pairs").resolve()
 F32 = "float"
 T4 = {"id": 0, "name": "Tesla T4", "totalGlobalMem": 15843721216,
       "computeMajor": 7, "computeMinor": 5, "numSms": 40}
@@ -136,3 +140,24 @@ def test_collectives_are_communication_not_unmodelled(tmp_path):
     assert sec["unmodelled_device_us"] == 7.0
     assert sec["communication"] == {"activities": 2, "device_us": 65.0}
     assert roofline(a).communication == (2, 65.0)
+
+
+def test_the_shared_pairs_plain_h100_is_on_pcie5():
+    path = (PAIRS / "h100_toyblocks_eager_vs_compile" / "before"
+            / "trace_eager.pt.trace.json.gz")
+    if not path.is_file():
+        pytest.skip("../shared/pairs is not present")
+    m = load_trace(str(path))
+    assert m.device_name == "NVIDIA H100"
+    link = host_link(m.device_name, m.used_device_properties)
+    assert link is not None and (link.name, link.gbps) == ("PCIe 5.0 x16", 63.0)
+
+
+def test_the_shared_nccl_run_counts_its_collectives_as_communication():
+    a = shared_analysis("hta_a100_nccl_train_rank0_of2")
+    sec = roofline_section(a)
+    # Its 21 NCCL kernels (launched under record_param_comms, 46.9 ms) were listed as
+    # unmodelled compute; they are communication.
+    assert sec["communication"] == {"activities": 21, "device_us": pytest.approx(46876.493)}
+    assert all(u["name"] != "record_param_comms" for u in sec["unmodelled"])
+    assert sec["unmodelled_device_us"] == pytest.approx(118309.345, abs=0.01)
