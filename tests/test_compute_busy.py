@@ -51,6 +51,24 @@ def test_step_json_splits_the_wall_into_compute_exposed_collectives_and_idle(tra
     assert s["compute_busy_us"] + s["exposed_collective_us"] + sum(s["idle"].values()) == 1000
 
 
+@pytest.mark.parametrize("kernel", [
+    "void c10d::symmetric_memory::multimem_all_reduce_kernel<c10::BFloat16, 16>(...)",
+    "void c10d::symmetric_memory::two_shot_all_reduce_kernel<float, 4>(...)",
+    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)",
+])
+def test_symmetric_memory_and_custom_all_reduce_kernels_are_not_compute(trace, tmp_path, kernel):
+    # The same one definition as the roofline's collectives (analysis/cost/collectives.py).
+    from tb_diagnostics.analysis.cost.collectives import is_collective
+
+    trace.step(1, 0, 1000)
+    trace.launch(15, 4, "gemm", 20, 300)
+    trace.launch(45, 4, kernel, 50, 900, stream=20)
+    (w,) = analyse(trace, tmp_path).windows
+    assert (w.device_busy_us, w.compute_busy_us, w.exposed_collective_us) == (930, 300, 630)
+    assert w.verdict == "communication-bound"
+    assert is_collective(kernel)
+
+
 def test_a_collective_hidden_by_compute_is_compute_bound(trace, tmp_path):
     trace.step(1, 0, 1000)
     trace.launch(5, 4, "gemm", 20, 900)

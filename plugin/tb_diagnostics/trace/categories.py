@@ -93,8 +93,12 @@ SYNC_NAME = re.compile(
 #: blocked in communication (gloo does the work on the host; NCCL enqueues and may wait).
 COMM_NAME = re.compile(r"^record_param_comms$|^c10d::|^nccl:|^gloo:")
 
-#: Device kernels that are communication (NCCL / RCCL), not compute.
-COMM_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel")
+#: Device kernels that are communication, not compute: they wait on other ranks.
+COMM_KERNEL = re.compile(
+    r"^(?:nccl|rccl)(?:Dev)?Kernel"
+    # PyTorch's symmetric-memory collectives and vLLM's custom all-reduce wait on peers too.
+    r"|multimem_(?:all_reduce|all_gather|reduce_scatter)"
+    r"|(?:one|two)_shot_all_reduce|cross_device_reduce", re.I)
 
 #: A device→host copy into pageable memory: the launching call blocks until it is done.
 PAGEABLE_DTOH = re.compile(r"DtoH \(Device -> Pageable\)")

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import re
 
+from tb_diagnostics.trace.categories import COMM_KERNEL
+
 #: Ops that are collectives (host side).
 COLLECTIVE_OP = re.compile(
     r"^record_param_comms$|^c10d(?:_functional)?::|^_c10d_functional::|^nccl:|^gloo:"
     r"|^symm_mem::\w*(?:all_reduce|all_gather|reduce_scatter|all_to_all|broadcast)"
     r"|^vllm::\w*all_reduce|^_C_custom_ar::")
 
-#: Kernels that are collectives (device side).
-COLLECTIVE_KERNEL = re.compile(
-    r"^(?:nccl|rccl)(?:Dev)?Kernel"
-    r"|multimem_(?:all_reduce|all_gather|reduce_scatter)"
-    r"|(?:one|two)_shot_all_reduce|cross_device_reduce", re.I)
+#: Kernels that are collectives (device side): the one definition the step verdict's
+#: compute busy uses too.
+COLLECTIVE_KERNEL = COMM_KERNEL
 
 
 def is_collective(name: str) -> bool:
