@@ -13,7 +13,7 @@ import { Picker } from "./picker.js";
 import { KEYS, onStateChange, readState, writeState } from "./state.js";
 import { RooflineView } from "./roofline.js";
 import { emptyState, loadingState, problemState, spanErrorState } from "./states.js";
-import { StepChart, legend, showLegendParts } from "./stepchart.js";
+import { StepChart, legend } from "./stepchart.js";
 import { StepTable } from "./steptable.js";
 import { watchTheme } from "./theme.js";
 import { TimelineView } from "./timeline.js";
@@ -40,13 +40,12 @@ export class App {
     this.headline = h("div", { class: "headline", id: "headline", hidden: true });
     this.main = h("div", { id: "main" });
 
-    this.legend = legend();
-    const steps = card("Steps", { id: "steps", tools: this.legend });
+    const steps = card("Steps", { id: "steps", tools: (this.legend = legend()) });
     steps.body.style.cssText = "display:flex;flex-direction:column;overflow:hidden";
     const chartEl = h("div", { class: "chart", id: "step-chart" });
     const tableEl = h("div", { style: { flex: "1", minHeight: "0", overflow: "auto" } });
     steps.body.append(chartEl, tableEl);
-    this.chart = new StepChart(chartEl, { onSelect: (i) => this.selectStep(i) });
+    this.chart = new StepChart(chartEl, { onSelect: (i) => this.selectStep(i), legend: this.legend });
     this.table = new StepTable(tableEl, { onSelect: (i) => this.selectStep(i) });
 
     const findings = card("Findings", { id: "findings" });
@@ -282,7 +281,6 @@ export class App {
     this.stepIndex = -1;
     this.chart.setData(s.steps, index);
     this.table.setData(s.steps, index);
-    showLegendParts(this.legend, s.steps);
     this.selectStep(index);
     // For bench/run_paint.py: when the summary (headline, steps, findings) is on screen.
     requestAnimationFrame(() => performance.mark("tbd-summary-painted"));

@@ -76,9 +76,10 @@ export function showLegendParts(el, steps) {
 }
 
 export class StepChart {
-  constructor(container, { onSelect }) {
+  constructor(container, { onSelect, legend }) {
     this.container = container;
     this.onSelect = onSelect;
+    this.legend = legend; // the card's legend element: lists the parts these steps have
     this.plot = null;
     this.steps = [];
     this.selected = -1;
@@ -89,6 +90,7 @@ export class StepChart {
   setData(steps, selected) {
     this.steps = steps;
     this.selected = selected;
+    if (this.legend) showLegendParts(this.legend, steps);
     this.build();
   }
 
