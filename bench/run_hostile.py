@@ -431,10 +431,10 @@ os._exit(0)
 
 
 def case_cache_many(d: Path, a: argparse.Namespace):
+    from run_cache_many import write_logdir  # the cache benchmark's own small log dir
+
     logdir = d / "log"
-    for k in range(a.files):
-        write_trace(logdir / f"run{k // 100:04d}" / f"w.{k}.pt.trace.json",
-                    gpu_trace(steps=2, ops=2))
+    write_logdir(logdir, a.files, max(1, a.files // 100))
     argv = probe("""
 import subprocess, sys, tempfile, time
 logdir = sys.argv[1]
