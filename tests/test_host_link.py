@@ -77,6 +77,18 @@ def test_integrated_and_unknown_parts_have_no_link():
     assert host_link(None) is None
 
 
+def test_an_unnamed_amd_part_is_not_given_an_nvidia_link_by_its_capability():
+    # ROCm's MI250 GCD: "AMD Radeon Graphics", computeMajor 9 (gfx90a), 64-wide wavefronts.
+    # NVIDIA's cc 9.0 means PCIe Gen5; this part's link is Gen4.
+    mi250 = {"computeMajor": 9, "computeMinor": 0, "warpSize": 64, "numSms": 104}
+    assert host_link("AMD Radeon Graphics", mi250) is None
+    assert host_link("Radeon Pro GPU", {"computeMajor": 9, "computeMinor": 0}) is None
+    assert host_link("GPU", {"computeMajor": 9, "computeMinor": 0, "gcnArchName": "gfx90a"}) is None
+    # The same capability on an NVIDIA part (32-wide warps) still picks Gen5.
+    assert host_link("NVIDIA Future", {"computeMajor": 9, "computeMinor": 0,
+                                       "warpSize": 32}).name == "PCIe 5.0 x16"
+
+
 def test_a_pageable_t4_copy_is_rated_against_pcie3_not_hbm(tmp_path):
     # The case: 4 MB pageable HtoD on a T4 in 710 µs ≈ 5.6 GB/s.
     _, sec, steps = _section(_copy_trace(tmp_path, T4))

@@ -23,6 +23,9 @@ READY = 60_000
 OWL = "tracelens_h100_owlv2_large_inference"
 QWEN = "tracelens_h100_qwen1.5_0.5b_inference"
 MI250 = "hta_amd_mi250_rocm_tiny"
+#: A plain "NVIDIA H100" (cc 9.0, 132 SMs): no row by name, identified by its properties.
+PAIR = SHARED_TRACES.parent / "pairs" / "h100_toyblocks_eager_vs_compile" / "before"
+PAIR_RUN = "pair-h100-eager"
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +36,8 @@ def roof_tb(tmp_path_factory, artifacts):
     for run in (OWL, QWEN, RESNET, MI250):
         if (SHARED_TRACES / run).is_dir():
             shutil.copytree(SHARED_TRACES / run, logdir / run)  # copied: scans skip symlinks
+    if PAIR.is_dir():
+        shutil.copytree(PAIR, logdir / PAIR_RUN)
     _cpu_run(logdir)
     tb = TensorBoard(logdir, tmp_path_factory.mktemp("roofline-cache"),
                      artifacts / "tensorboard-roofline.log")
@@ -245,3 +250,19 @@ def test_host_device_copies_show_the_host_link_ceiling(page, roof_tb, artifacts,
     colour = note.locator(".rf-bound").evaluate("e => getComputedStyle(e).color")
     assert colour not in ("", "rgb(0, 0, 0)")
     card_shot(page, frame, artifacts / f"roofline-owlv2-host-link-{theme}.png")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_device_identified_by_its_properties_says_so(page, roof_tb, artifacts, theme):
+    if not PAIR.is_dir():
+        pytest.skip("../shared/pairs is not present")
+    dev = summary(roof_tb, PAIR_RUN)["roofline"]["device"]
+    assert dev["identified_by"] == "properties" and dev["identification"]
+    frame = open_run(page, roof_tb, PAIR_RUN)
+    if theme == "dark":
+        dark(page, frame)
+    label = frame.locator("#roofline-identified")
+    expect(label).to_have_text(" (identified by its properties)")
+    expect(label).to_have_attribute("title", dev["identification"])
+    expect(frame.locator("#roofline .rf-device")).to_contain_text(dev["name"])
+    card_shot(page, frame, artifacts / f"roofline-h100-identified-{theme}.png")

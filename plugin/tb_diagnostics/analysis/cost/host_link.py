@@ -24,7 +24,8 @@ are rated against the same ceiling and flagged ``pageable``.
 
 The device name is ``deviceProperties[].name``, as :mod:`.peaks` reads it; a name no row
 matches falls back to its compute capability (``computeMajor``/``computeMinor``), which
-fixes the generation of every discrete part of that architecture.
+fixes the generation of every discrete NVIDIA part of that architecture; an AMD part no row
+names gets no link (its reported capability is not an NVIDIA architecture).
 """
 
 from __future__ import annotations
@@ -79,7 +80,17 @@ _COMPILED = tuple((re.compile(p, re.I), link, src) for p, link, src in _PARTS)
 #: Integrated parts share one memory with the host: no host link to rate against.
 _UNIFIED = re.compile(r"Orin|Xavier|Tegra|MI300A|Thor", re.I)
 
-#: Discrete parts by compute capability: the generation of every board of that
+#: AMD reports a "compute capability" too (gfx90a: 9.0), which says nothing of NVIDIA's
+#: architectures; an AMD part is told by its name, its gcnArchName or its 64-wide wavefront.
+_AMD_NAME = re.compile(r"\bAMD\b|Radeon|Instinct", re.I)
+
+
+def _is_amd(device_name: str, properties: Mapping[str, Any]) -> bool:
+    return bool(_AMD_NAME.search(device_name) or properties.get("gcnArchName")
+                or properties.get("warpSize") == 64)
+
+
+#: Discrete NVIDIA parts by compute capability: the generation of every board of that
 #: architecture (Volta/Turing Gen3, Ampere/Ada Gen4, Hopper/Blackwell Gen5).
 _BY_CAPABILITY: dict[tuple[int, int], str] = {
     (7, 0): "PCIe 3.0 x16", (7, 5): "PCIe 3.0 x16",
@@ -113,7 +124,7 @@ def host_link(device_name: str | None,
     for pattern, link, src in _COMPILED:
         if pattern.search(device_name):
             return HostLink(link, LINK_GBPS[link], f"{src}; {_PCIE_SPEC}")
-    if properties:
+    if properties and not _is_amd(device_name, properties):
         try:
             cc = (int(properties.get("computeMajor")), int(properties.get("computeMinor")))
         except (TypeError, ValueError):

@@ -94,11 +94,18 @@ export class RooflineView {
   renderTools(r, state) {
     const dot = (cls, label) => h("span", null, h("i", { class: `rf-dot ${cls}` }), label);
     const dev = r?.device?.name ? h("span", { class: "rf-device", title: r.device.source ? `peaks: ${r.device.source}` : "" },
-      r.device.name) : null;
+      r.device.name, this.identifiedBy(r.device)) : null;
     const plotted = state === "ok" || state === "no-peaks";
     this.tools.replaceChildren(...[plotted ? h("span", { class: "legend", style: { padding: 0 }, title: "one bubble per op group (name, shapes, types); its area: device time" },
       state === "ok" ? [dot("compute", "compute-bound"), dot("memory", "memory-bound")] : null,
       dot("nobound", state === "ok" ? "no bound" : "no peaks: no bound"), h("span", null, "area ∝ device time")) : null, dev].filter(Boolean));
+  }
+
+  /** How the peaks' row was chosen when not by the device's name: the trace's name was
+   * ambiguous or unknown, so the figures rest on its properties (or are an estimate). */
+  identifiedBy(d) {
+    const label = { properties: "identified by its properties", estimate: "estimated" }[d.identified_by];
+    return label ? h("span", { class: `rf-ident ${d.identified_by}`, id: "roofline-identified", title: d.identification || label }, ` (${label})`) : null;
   }
 
   emptyState(state, s) {
@@ -118,7 +125,9 @@ export class RooflineView {
   }
 
   peaksHint(r) {
-    return `no peak figures for ${this.deviceName(r)}: give them with --peaks FILE.json or TB_DIAGNOSTICS_PEAKS`;
+    // Why none: the backend says what the trace's name and properties lacked.
+    const why = r?.device?.identified_by ? "" : (r?.device?.identification || "");
+    return `no peak figures for ${this.deviceName(r)}${why ? ` (${why.replace(/\.$/, "")})` : ""}: give them with --peaks FILE.json or TB_DIAGNOSTICS_PEAKS`;
   }
 
   unmodelledNote(r) {
