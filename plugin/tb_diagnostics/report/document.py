@@ -111,7 +111,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     verdict = span_verdict(analysis)
     doc["verdict"] = verdict.verdict
     doc["verdict_split"] = [x.to_dict(verdict.warm_wall_us) for x in verdict.split]
-    doc["whatif"] = whatif_section(analysis)
+    doc["whatif"] = whatif_section(analysis, findings)  # findings: the cards' parts
     # A rule that raised is a bug of that rule: the span says which, never silence.
     doc["notes"].extend(x.note for x in getattr(findings, "failures", ()))
     step_notes = list(analysis.host_steps.notes)  # step events left out or kept apart

@@ -29,7 +29,7 @@ from tb_diagnostics.report.text import (
     headline,
     saving_text,
 )
-from tb_diagnostics.report.whatif import whatif_lines
+from tb_diagnostics.report.whatif import whatif_items
 
 #: The tab's stylesheet: its light theme's colours are the export's, so a reader who knows
 #: the tab reads the chart the same way (one palette, kept in one place).
@@ -176,6 +176,12 @@ def _step_table(span: dict[str, Any]) -> str:
     return f'<table class="steps"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+def _whatif_item(line: str, sub: list[str]) -> str:
+    """A what-if card's line, its parts and related rules in a list under it."""
+    inner = "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in sub) + "</ul>" if sub else ""
+    return f"<li>{_e(line)}{inner}</li>"
+
+
 def _finding(f: dict[str, Any], span: dict[str, Any] | None) -> str:
     save = saving_text(f, span)
     tail = f" — {save}" if save else ""
@@ -267,11 +273,12 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         if span["steps"]:
             body.append("<h3>Steps</h3>" + step_chart_svg(span) + _step_table(span))
         body.append(_roofline(span))
-        projections = whatif_lines(span)
+        projections = whatif_items(span)
         if projections:
             body.append("<h3>What if</h3><p class=\"note\">Each change replayed on the span "
                         "(median warm step); savings do not add up.</p><ul>"
-                        + "".join(f"<li>{_e(x)}</li>" for x in projections) + "</ul>")
+                        + "".join(_whatif_item(line, sub) for line, sub in projections)
+                        + "</ul>")
         if span["findings"]:
             body.append("<h3>Findings</h3>" + "".join(_finding(f, span)
                                                        for f in span["findings"]))

@@ -17,7 +17,7 @@ from tb_diagnostics.report.headline import (  # noqa: F401
     step_ranges,
 )
 from tb_diagnostics.report.roofline import op_shapes, roofline_summary, top_losses
-from tb_diagnostics.report.whatif import whatif_lines
+from tb_diagnostics.report.whatif import whatif_items, whatif_lines
 
 
 def _ms(us: float | None) -> str:
@@ -281,11 +281,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
                            f"{o['loss_us'] / 1000:.2f} ms lost")
             if losses:
                 out.append("")
-        projections = whatif_lines(span)
+        projections = whatif_items(span)
         if projections:
             out.append("**What if** (replayed; median warm step)")
             out.append("")
-            out.extend(f"- {md(line)}" for line in projections)
+            for line, sub in projections:
+                out.append(f"- {md(line)}")
+                out.extend(f"  - {md(x)}" for x in sub)
             out.append("")
         if span["findings"]:
             out.append("**Findings**")

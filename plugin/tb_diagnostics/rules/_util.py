@@ -186,9 +186,13 @@ def warm_steps(analysis: SpanAnalysis) -> WarmSteps:
     if not windows:
         return WarmSteps(index=np.zeros(0, dtype=np.int64), mask=np.zeros(0, dtype=bool),
                          wall_us=0.0, median_wall_us=0.0, has_steps=has_steps, cold=())
+    from tb_diagnostics.analysis.views.whatif import warm_windows
+
+    # The what-if cards' warm windows: one decision for rules and cards.
     cold = step_walls(analysis).cold if has_steps else np.zeros(len(windows), dtype=bool)
-    mask = ~cold if (~cold).any() else np.ones(len(windows), dtype=bool)
-    index = np.flatnonzero(mask)
+    index = np.asarray(warm_windows(analysis), dtype=np.int64)
+    mask = np.zeros(len(windows), dtype=bool)
+    mask[index] = True
     walls = np.asarray([windows[k].wall_us for k in index.tolist()])
     return WarmSteps(index=index, mask=mask, wall_us=float(walls.sum()),
                      median_wall_us=float(np.median(walls)), has_steps=has_steps,
@@ -225,36 +229,46 @@ def fmt_flops(x: float) -> str:
     return f"{x:.0f} FLOP"
 
 
-def _windows_of(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> list[int]:
-    """Window indices of ``steps``; None, or steps none of which is a window: the warm
-    windows, the ones the what-if section reads."""
-    if steps is not None:
-        wanted = set(steps)
-        picked = [k for k, w in enumerate(analysis.windows) if w.step in wanted]
-        if picked:
-            return picked
-    return warm_steps(analysis).index.tolist()
+@dataclass(frozen=True)
+class ChangeSaving:
+    """A finding's replayed saving: the median per step over its windows (``saves_us``,
+    the finding's ``savings_us``) and their sum (``saves_us_total``), as
+    ``views.whatif.saving_over`` defines them for the what-if cards and their parts."""
+
+    saves_us: float
+    saves_us_total: float
+    windows: tuple[int, ...]
 
 
 def replayed_saving(analysis: SpanAnalysis, change_id: str) -> float | None:
     """The saving of a projected change (``views.whatif``) as its what-if card gives it:
-    the median per step over the warm windows, never below zero; None when the change
-    does not apply to the span. A finding that proposes the change claims this number,
+    the median per step over the warm windows; None when the change does not apply to
+    the span. A finding whose change is the card's (``Card.claims``) claims this number,
     so the finding and the card never disagree (where the steps' savings differ widely,
     the card adds their total)."""
-    from tb_diagnostics.analysis.views.whatif import projection
+    from tb_diagnostics.analysis.views.whatif import projection, warm_windows
 
     p = projection(analysis, change_id)
-    return None if p is None else max(p.saving(_windows_of(analysis, None)), 0.0)
+    return None if p is None else p.saving(warm_windows(analysis))
+
+
+def change_savings(analysis: SpanAnalysis, change: object,
+                   steps: Sequence[int | None] | None = None) -> ChangeSaving | None:
+    """The replayed saving of ``change`` (a ``replay.engine.Change``, or None: no saving
+    to replay) over the warm windows of ``steps`` (``views.whatif.part_windows``): what
+    a finding whose change is part of a what-if card claims, and what that card lists
+    as the part."""
+    if change is None:
+        return None
+    from tb_diagnostics.analysis.views.whatif import part_windows, replayed, saving_over
+
+    windows = part_windows(analysis, steps)
+    med, total = saving_over(*replayed(analysis, change), windows)
+    return ChangeSaving(saves_us=med, saves_us_total=total, windows=tuple(windows))
 
 
 def change_saving(analysis: SpanAnalysis, change: object,
                   steps: Sequence[int | None] | None = None) -> float | None:
-    """The replayed saving of ``change`` (a ``replay.engine.Change``, or None: no saving
-    to replay): the median per step over the windows of ``steps`` (the warm windows when
-    None), never below zero."""
-    if change is None:
-        return None
-    from tb_diagnostics.analysis.views.whatif import median_saving, replayed
-
-    return max(median_saving(*replayed(analysis, change), _windows_of(analysis, steps)), 0.0)
+    """:func:`change_savings`' median per step (the finding's ``savings_us``)."""
+    saving = change_savings(analysis, change, steps)
+    return None if saving is None else saving.saves_us

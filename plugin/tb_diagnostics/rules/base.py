@@ -82,6 +82,9 @@ class Finding:
     #: What this finding is about, in a few words (the op, the sync call, the kernel):
     #: it tells apart findings of one rule in one span, so renderers show it with the title.
     subject: str | None = None
+    #: The steps' savings added up, beside ``savings_us`` (their median) where the finding
+    #: replays a change of its own that is part of a what-if card (``views.whatif``).
+    savings_total_us: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +98,8 @@ class Finding:
             "confirm": self.confirm,
             "artefact": self.artefact,
             "subject": self.subject,
+            "savings_total_us": (None if self.savings_total_us is None
+                                 else round(self.savings_total_us, 3)),
         }
 
     @property

@@ -50,7 +50,7 @@ from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
     WarmSteps,
-    change_saving,
+    change_savings,
     fmt_us,
     steps_text,
     warm_steps,
@@ -213,11 +213,15 @@ def _finding(analysis: SpanAnalysis, site: _Site, per_step: float, warm: WarmSte
                f"({fmt_us(per_step)} {warm.per}, {warm.share_text(per_step)}).")
     severity = "critical" if share >= th.critical_share else RULE.severity
     # Replayed: without these calls' waits the host runs ahead; the device work stays.
-    saving = change_saving(analysis, sync_change(analysis, calls), steps)
+    # One part of the `syncs` what-if card, which lists it with this same figure: the
+    # median over the warm steps among these (a cold step's syncs are one-time).
+    saving = change_savings(analysis, sync_change(analysis, calls), steps)
     return Finding(
         rule=RULE.id, severity=severity, title=RULE.title, message=message, steps=steps,
         subject=_subject(analysis, site),
-        evidence=_evidence(analysis, site, calls, idle), savings_us=saving,
+        evidence=_evidence(analysis, site, calls, idle),
+        savings_us=None if saving is None else saving.saves_us,
+        savings_total_us=None if saving is None else saving.saves_us_total,
         confirm=("run with torch.cuda.set_sync_debug_mode('warn') to see each synchronizing "
                  "call with its Python line; remove or defer it and re-profile: the device "
                  "idle after it should close"))

@@ -28,7 +28,6 @@ How to fix
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +39,7 @@ from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
 from tb_diagnostics.analysis.views.pystack import user_frame
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
-    change_saving,
+    change_savings,
     fmt_bytes,
     fmt_count,
     fmt_pct,
@@ -50,8 +49,7 @@ from tb_diagnostics.rules._util import (
     warm_steps,
 )
 from tb_diagnostics.rules.base import Finding, Rule, evidence
-
-PAGEABLE_HTOD = re.compile(r"^Memcpy HtoD \(Pageable -> Device\)")
+from tb_diagnostics.trace.categories import PAGEABLE_HTOD
 
 
 @dataclass(frozen=True)
@@ -107,6 +105,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         rate = nbytes / (dev * 1e3)  # GB/s
         link_text = (f" The host link ({link.name}) allows {link.gbps:g} GB/s per direction; "
                      f"these copies reach {rate:.1f} GB/s ({fmt_pct(rate / link.gbps)} of it).")
+    # Replayed with pinned memory: the copies' calls return at once. One part of the
+    # `syncs` what-if card, which lists it with this same figure.
+    saving = change_savings(analysis, pinned_change(analysis, launcher[launcher >= 0]), steps)
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"{fmt_count(copies.size / steps_n)} host→device copies {warm.per} from "
@@ -114,10 +115,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  f"{' in ' + steps_text(steps) if warm.has_steps else ''}; their "
                  f"cudaMemcpyAsync blocks the host {fmt_us(host)} {warm.per}"
                  f"{' (' + ', '.join(who) + ')' if who else ''}{where}.{link_text}"),
-        # Replayed with pinned memory: the copies' calls return at once.
         steps=steps, evidence=ev[:MAX_EVIDENCE],
-        savings_us=change_saving(analysis, pinned_change(analysis, launcher[launcher >= 0]),
-                                 steps),
+        savings_us=None if saving is None else saving.saves_us,
+        savings_total_us=None if saving is None else saving.saves_us_total,
         confirm=("after pin_memory=True the copies are named 'Memcpy HtoD (Pinned -> Device)' "
                  "and their cudaMemcpyAsync returns in a few µs"))]
 

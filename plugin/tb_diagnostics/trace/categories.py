@@ -102,6 +102,9 @@ COMM_KERNEL = re.compile(
 
 #: A device→host copy into pageable memory: the launching call blocks until it is done.
 PAGEABLE_DTOH = re.compile(r"DtoH \(Device -> Pageable\)")
+#: A host→device copy from pageable memory: its ``cudaMemcpyAsync`` blocks while the driver
+#: stages the data (``pageable-memcpy``; the ``syncs`` what-if makes it from pinned memory).
+PAGEABLE_HTOD = re.compile(r"^Memcpy HtoD \(Pageable -> Device\)")
 
 
 def kind_of(category: str | None) -> Kind:

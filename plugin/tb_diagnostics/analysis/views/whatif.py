@@ -1,14 +1,26 @@
 """What would a fix save? Each change replayed (:mod:`..replay`), and all of them together.
 
 A projection is the span's windows replayed with one change: their walls before and
-after. Savings read from it are per step (the median over the steps asked for), so two
-findings that propose the same change claim the same time once, and the projection of
-every change together shows what fixing all of them gives: savings do not add up.
+after. **One definition of a saving**, for the what-if cards and the findings alike: the
+change replayed over every window; each window's saving is its wall before minus after,
+never below zero (removing work does not lengthen a step: a replayed step a few µs
+longer is the replay's noise); over the warm windows asked for, ``saves_us`` is the
+median of those savings and ``saves_us_total`` their sum (:func:`saving_over`).
+
+A card's windows are the span's warm ones (:func:`warm_windows`; cold steps pay one-time
+costs no fix removes). A finding's are the warm ones among its steps
+(:func:`part_windows`). A finding whose change *is* its card's change (``Card.claims``)
+gives the card's number; a finding whose change is *part* of it (``Card.parts``: one
+sync site of the ``syncs`` card) gives its own change's figure, and the card lists it as
+a part with the same figure. Parts do not add up to the card (removing one sync leaves
+the host waiting at the next), nor do cards add up to ``all``. Rules that name the
+problem a change fixes but have no change of their own to replay are ``Card.related``:
+they claim no number.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,41 +33,96 @@ from tb_diagnostics.analysis.replay.changes import (
     graphs_change,
     input_change,
     launch_change,
+    pinned_change,
     profiler_change,
     sync_change,
 )
 from tb_diagnostics.analysis.replay.engine import Change, replay
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.analysis.views.warmth import step_walls
+from tb_diagnostics.trace.categories import PAGEABLE_HTOD
 
 #: Per-step savings whose standard deviation exceeds this fraction of their mean differ
 #: widely: the what-if card gives their total next to the median.
 UNEVEN_SAVING_CV = 0.5
 
 
+def step_savings(before_us: np.ndarray, after_us: np.ndarray,
+                 windows: Iterable[int] | None = None) -> np.ndarray:
+    """Each of ``windows``' (all when None) saving, never below zero."""
+    diff = np.maximum(np.asarray(before_us, dtype=float) - np.asarray(after_us, dtype=float),
+                      0.0)
+    return diff if windows is None else diff[list(windows)]
+
+
+def saving_over(before_us: np.ndarray, after_us: np.ndarray,
+                windows: Iterable[int] | None = None) -> tuple[float, float]:
+    """(median, sum) of the windows' savings: ``saves_us`` and ``saves_us_total``, the
+    statistic every card, part and finding gives (0 for no window)."""
+    saved = step_savings(before_us, after_us, windows)
+    if not saved.size:
+        return 0.0, 0.0
+    return float(np.median(saved)), float(saved.sum())
+
+
+def median_saving(before_us: np.ndarray, after_us: np.ndarray,
+                  windows: Iterable[int] | None = None) -> float:
+    """The median over ``windows`` (all when None) of each window's saving (at least 0)."""
+    return saving_over(before_us, after_us, windows)[0]
+
+
+def warm_windows(analysis: SpanAnalysis) -> list[int]:
+    """The windows a card's figures speak for: those the engine did not call cold
+    (``views.warmth``, the steps' ``cold`` field), all of them where every one is."""
+    n = len(analysis.windows)
+    if not len(analysis.host_steps):
+        return list(range(n))
+    cold = step_walls(analysis).cold
+    warm = np.flatnonzero(~cold).tolist()
+    return warm or list(range(n))
+
+
+def part_windows(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> list[int]:
+    """The windows a finding's figure speaks for: the warm windows among its ``steps``;
+    its steps' windows where none is warm; the card's (all warm windows) where ``steps``
+    is None or names no window."""
+    warm = warm_windows(analysis)
+    if steps is None:
+        return warm
+    wanted = set(steps)
+    picked = [k for k, w in enumerate(analysis.windows) if w.step in wanted]
+    if not picked:
+        return warm
+    warm_set = set(warm)
+    return [k for k in picked if k in warm_set] or picked
+
+
 @dataclass(frozen=True)
 class Projection:
     id: str
     change: str  # one sentence
-    rules: tuple[str, ...]  # the rules that propose it
+    #: The rules whose change is this card's (``claims``) or part of it (``parts``).
+    rules: tuple[str, ...]
     assumes: str
     before_us: np.ndarray  # per window
     after_us: np.ndarray
+    #: The rules whose findings' changes are parts of this one (one sync site each).
+    part_rules: tuple[str, ...] = ()
+    #: Rules that name the problem this change fixes, without a change of their own.
+    related: tuple[str, ...] = ()
 
     def saving(self, windows: Iterable[int] | None = None) -> float:
         """Median saving per step over ``windows`` (all when None)."""
-        return median_saving(self.before_us, self.after_us, windows)
+        return saving_over(self.before_us, self.after_us, windows)[0]
 
     def step_savings(self, windows: Iterable[int] | None = None) -> np.ndarray:
-        """Each of ``windows``' (all when None) saving, never below zero: removing work
-        does not lengthen a step, so a replayed step a few µs longer is the replay's
-        noise, not a cost (the findings' savings are clipped the same way)."""
-        diff = np.maximum(self.before_us - self.after_us, 0.0)
-        return diff if windows is None else diff[list(windows)]
+        """Each of ``windows``' (all when None) saving, never below zero."""
+        return step_savings(self.before_us, self.after_us, windows)
 
     def total_saving(self, windows: Iterable[int] | None = None) -> float:
         """The steps' savings added up: the time the span saves."""
-        return float(self.step_savings(windows).sum())
+        return saving_over(self.before_us, self.after_us, windows)[1]
 
     def uneven(self, windows: Iterable[int] | None = None) -> bool:
         """Whether the steps' savings differ widely (coefficient of variation above
@@ -68,36 +135,63 @@ class Projection:
         return mean > 0 and float(saved.std()) > UNEVEN_SAVING_CV * mean
 
 
-def median_saving(before_us: np.ndarray, after_us: np.ndarray,
-                  windows: Iterable[int] | None = None) -> float:
-    """The median over ``windows`` (all when None) of each window's saving."""
-    diff = before_us - after_us
-    idx = list(range(diff.shape[0])) if windows is None else list(windows)
-    return float(np.median(diff[idx])) if idx else 0.0
+def pageable_htod_calls(analysis: SpanAnalysis) -> np.ndarray:
+    """The calls that launched host→device copies from pageable memory (they block
+    while the driver stages the data: ``pageable-memcpy``)."""
+    m = analysis.model
+    acts = m.device_activity_rows
+    ids = [i for i, s in enumerate(m.strings) if PAGEABLE_HTOD.match(s)]
+    copies = acts[np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))]
+    launchers = m.launcher[copies]
+    return np.unique(launchers[launchers >= 0])
 
 
 def _user_syncs(analysis: SpanAnalysis) -> Change | None:
+    """Every blocking call of the user's program: the syncs (the profiler's flush
+    left out) no longer wait, and copies from pageable memory are made from pinned."""
     art = profiler_artefacts(analysis)
     rows = analysis.model.without(analysis.sync_rows, art.flush_syncs)
-    return sync_change(analysis, rows)
+    changes = [c for c in (sync_change(analysis, rows),
+                           pinned_change(analysis, pageable_htod_calls(analysis)))
+               if c is not None]
+    if not changes:
+        return None
+    return changes[0] if len(changes) == 1 else combine(changes)
 
 
-#: (id, the change in a sentence, the rules proposing it, how to build it)
-CHANGES: list[tuple[str, str, tuple[str, ...], Callable[[SpanAnalysis], Change | None]]] = [
-    ("input", "The training thread no longer waits for the DataLoader.",
-     ("dataloader-bottleneck", "gpu-idle-gap"), input_change),
-    ("syncs", "The host no longer blocks in syncs (item(), synchronize(), pageable copies).",
-     ("host-sync", "pageable-memcpy"), _user_syncs),
-    ("profiler", "The profiler's own host time and flush sync are gone.",
-     ("profiler-flush-sync", "profiler-buffer-request"), profiler_change),
-    ("launch", "Each launch costs the host 5 µs, no more (less Python and dispatch per op).",
-     ("tiny-kernels", "launch-delay", "high-call-count"), launch_change),
-    ("graphs", "The step's launches are replayed as CUDA graphs.",
-     ("tiny-kernels",), graphs_change),
-    ("fusion", "Each chain of memory-bound kernels runs as one fused kernel.",
-     ("memory-bound-chain",), fusion_change),
-    ("amp", "fp32 GEMMs and convolutions run in bf16 (fp16 where there is no bf16).",
-     ("fp32-matmul",), amp_change),
+@dataclass(frozen=True)
+class Card:
+    id: str
+    sentence: str  # the change in a sentence
+    #: Rules whose finding proposes this very change: their saving is the card's number.
+    claims: tuple[str, ...]
+    #: Rules whose findings each propose a part of it: their savings are its parts.
+    parts: tuple[str, ...]
+    #: Rules that name the problem it fixes but replay no change of their own.
+    related: tuple[str, ...]
+    build: Callable[[SpanAnalysis], Change | None]
+    assumes: str
+
+
+CARDS: list[Card] = [
+    Card("input", "The training thread no longer waits for the DataLoader.",
+         ("dataloader-bottleneck",), (), ("gpu-idle-gap",), input_change, ASSUMES["input"]),
+    Card("syncs", "The host no longer blocks in syncs (item(), synchronize(), pageable copies).",
+         (), ("host-sync", "pageable-memcpy"), (), _user_syncs,
+         ASSUMES["syncs"] + "; copies from pageable memory are made from pinned memory (the "
+         "call returns in 5 µs)"),
+    Card("profiler", "The profiler's own host time and flush sync are gone.",
+         (), (), ("profiler-flush-sync", "profiler-buffer-request"), profiler_change,
+         ASSUMES["profiler"]),
+    Card("launch", "Each launch costs the host 5 µs, no more (less Python and dispatch per op).",
+         (), (), ("tiny-kernels", "launch-delay", "high-call-count"), launch_change,
+         ASSUMES["launch"]),
+    Card("graphs", "The step's launches are replayed as CUDA graphs.",
+         ("tiny-kernels",), (), ("high-call-count",), graphs_change, ASSUMES["graphs"]),
+    Card("fusion", "Each chain of memory-bound kernels runs as one fused kernel.",
+         ("memory-bound-chain",), (), (), fusion_change, ASSUMES["fusion"]),
+    Card("amp", "fp32 GEMMs and convolutions run in bf16 (fp16 where there is no bf16).",
+         ("fp32-matmul",), (), (), amp_change, ASSUMES["amp"]),
 ]
 
 
@@ -111,18 +205,20 @@ def replayed(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.nda
 def projections(analysis: SpanAnalysis) -> list[Projection]:
     """One projection per change that applies to the span, then ``all`` of them."""
     out, changes = [], []
-    for cid, sentence, rules, build in CHANGES:
-        change = build(analysis)
+    for card in CARDS:
+        change = card.build(analysis)
         if change is None:
             continue
         changes.append(change)
-        out.append(Projection(cid, sentence, rules, ASSUMES[cid], *replayed(analysis, change)))
+        out.append(Projection(card.id, card.sentence, card.claims + card.parts, card.assumes,
+                              *replayed(analysis, change), part_rules=card.parts,
+                              related=card.related))
     if len(changes) > 1:
+        # No rule proposes every change at once: `all` claims no finding's number.
         out.append(Projection(
             "all", "Every change above at once (savings do not add up: the changes overlap "
             "and the device work they leave still takes its time).",
-            tuple(r for p in out for r in p.rules), "all of the above",
-            *replayed(analysis, combine(changes))))
+            (), "all of the above", *replayed(analysis, combine(changes))))
     return out
 
 
