@@ -118,12 +118,19 @@ def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet,
     inp = card.locator("#whatif-input")
     assert (inp.locator(".wi-bar.after").bounding_box()["width"]
             < inp.locator(".wi-bar.before").bounding_box()["width"] * 0.8)
-    # only the proposing rules that have findings here get a button
+    # only the rules whose change the card is (or is part of) that have findings here get a
+    # button, then, dashed, the related ones; the parts list each part's own saving
     have = {f["rule"] for f in s["findings"]}
     for pid, p in wi.items():
-        buttons = card.locator(f"#whatif-{pid} button.wi-rule")
-        want = [r for r in p["rules"] if r in have]
-        assert [buttons.nth(i).get_attribute("data-rule") for i in range(buttons.count())] == want
+        for sel, rules in (("button.wi-rule[data-rule]:not(.wi-related)", p["rules"]),
+                           ("button.wi-related", p.get("related", []))):
+            buttons = card.locator(f"#whatif-{pid} {sel}")
+            want = [r for r in rules if r in have]
+            assert [buttons.nth(i).get_attribute("data-rule")
+                    for i in range(buttons.count())] == want, (pid, sel)
+        parts = card.locator(f"#whatif-{pid} li.wi-part")
+        assert [float(parts.nth(i).get_attribute("data-saves"))
+                for i in range(parts.count())] == [x["saves_us"] for x in p.get("parts", [])]
     card.scroll_into_view_if_needed()
     page.wait_for_timeout(200)
     card.screenshot(path=str(artifacts / "whatif-resnet-light.png"))

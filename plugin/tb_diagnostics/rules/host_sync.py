@@ -16,10 +16,12 @@ What it detects
 Why it matters
     While the host waits it launches nothing, so once the device drains its
     queue it sits idle until the host has launched new work and that work
-    arrives. The estimate of what a fix saves is that device idle time: from the
+    arrives. The message gives that device idle time: from the
     sync's start to the first device activity after it when the device was busy
     as the sync began; only the sync's own idle time when it was idle already
-    (the host was behind anyway).
+    (the host was behind anyway). The saving replays the site's syncs without
+    their wait, over the warm steps among the site's: one part of the ``syncs``
+    what-if card, which lists it with the same figure.
     Nsight Systems' ``cuda_api_sync`` rule lists the same calls; HTA's runtime
     outlier cut-off is 50 µs.
 

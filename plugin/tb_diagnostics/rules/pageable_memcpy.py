@@ -16,7 +16,9 @@ Why it matters
     ``non_blocking=True`` has no effect. The finding says what the host link (PCIe
     generation and width of the part, NVLink-C2C on Grace parts) allows per direction
     and what share of it the copies reached: the staging copy on the host usually keeps
-    pageable copies well below it.
+    pageable copies well below it. The saving replays the copies' calls as from
+    pinned memory (they return in 5 µs): one part of the ``syncs`` what-if card,
+    which lists it with the same figure.
 
 How to fix
     Pin the source and copy asynchronously:

@@ -4,8 +4,11 @@
 // bar; the saving beside it is the median over the warm steps (the number the
 // proposing findings give), with the total over those steps where they differ widely. Without a
 // selected step (or for a span without steps) the bars are the medians. "all" (every change at once) comes first: its saving is not the sum of
-// the others. Each projection names the rules proposing it that have findings
-// here; a rule's button opens that finding in the findings card.
+// the others. Each projection names the rules whose change it is or is part of that have
+// findings here (a rule's button opens that finding in the findings card); its parts (one
+// finding's change each, a sync site of "syncs") with the finding's own saving, the same
+// number the finding gives; and, muted, the related rules, which name the problem but claim
+// no number of it.
 
 import { h } from "./dom.js";
 import { findingKey } from "./findings.js";
@@ -161,23 +164,72 @@ export class WhatIfView {
         totalText(p)) : null));
   }
 
-  /** The proposing rules that have findings here: one button each, opening its top finding. */
-  rules(p) {
-    const findings = (this.summary.findings || []).map((f, i) => ({ f, key: findingKey(f, i) }));
+  /** The span's findings with their keys (the findings card's). */
+  findings() {
+    return (this.summary.findings || []).map((f, i) => ({ f, key: findingKey(f, i) }));
+  }
+
+  /** One button per rule with findings here, opening its top finding. */
+  buttons(rules, related) {
+    const findings = this.findings();
     const rank = (x) => SEVERITIES.indexOf(x.f.severity) * 1e15 - (x.f.savings_us || 0);
-    const buttons = (p.rules || []).map((rule) => {
+    return (rules || []).map((rule) => {
       const mine = findings.filter((x) => x.f.rule === rule).sort((a, b) => rank(a) - rank(b));
       if (!mine.length) return null;
       const top = mine[0].f;
-      const save = top.savings_us > 0 ? ` (saves ~${dur(top.savings_us)}${perSpan(top) ? " per span" : "/step"})` : "";
+      const save = !related && top.savings_us > 0 ? ` (saves ~${dur(top.savings_us)}${perSpan(top) ? " per span" : "/step"})` : "";
+      const why = related ? "\nrelated: it names the problem this change fixes, but claims no saving of it" : "";
       return h("button", {
-        type: "button", class: "wi-rule", dataset: { rule, key: mine[0].key },
-        title: `open the finding: ${top.title}${save}${mine.length > 1 ? `\n${mine.length} findings of this rule; the first is opened` : ""}`,
+        type: "button", class: `wi-rule${related ? " wi-related" : ""}`, dataset: { rule, key: mine[0].key },
+        title: `open the finding: ${top.title}${save}${mine.length > 1 ? `\n${mine.length} findings of this rule; the first is opened` : ""}${why}`,
+        style: related ? { opacity: 0.75, borderStyle: "dashed" } : null,
         onclick: () => this.onFinding(mine[0].key),
       }, h("span", { class: "dot", style: { "--sev": `var(--sev-${top.severity})` } }), rule,
       mine.length > 1 ? h("span", { class: "wi-count" }, `×${mine.length}`) : null);
     }).filter(Boolean);
-    if (!buttons.length) return h("div", { class: "wi-rules muted" }, "no finding in this span proposes it");
-    return h("div", { class: "wi-rules" }, buttons);
   }
+
+  /** The rules whose change this is or is part of, its parts, then the related rules. */
+  rules(p) {
+    const own = this.buttons(p.rules, false);
+    const parts = partsList(p, this.findings(), this.onFinding);
+    const related = this.buttons(p.related, true);
+    if (!own.length && !parts && !related.length) {
+      return h("div", { class: "wi-rules muted" }, p.id === "all" ? "" : "no finding in this span proposes it");
+    }
+    return h("div", { class: "wi-rules" }, own, parts,
+      related.length ? h("span", { class: "muted wi-related-label" }, "related:") : null, related);
+  }
+}
+
+/** "host-sync · aten::item → cudaMemcpyAsync: alone 154 µs/step (2.58 ms in all)". */
+export function partText(part) {
+  const who = part.subject ? `${part.rule} · ${part.subject}` : part.rule;
+  const per = perSpan(part) ? " per span" : "/step";
+  const saves = part.saves_us > 0 ? `alone saves ${msUnit(part.saves_us)}${per}` : "alone: no measurable saving";
+  const many = (part.steps || []).filter((s) => s !== null && s !== undefined).length > 1;
+  const total = many && part.saves_us_total > 0 ? ` (${msUnit(part.saves_us_total)} in all)` : "";
+  return `${who}: ${saves}${total}`;
+}
+
+/**
+ * A card's parts: each the change of one finding, replayed alone, with that finding's
+ * saving (the number the finding gives). They do not add up to the card.
+ */
+function partsList(p, findings, onFinding) {
+  const parts = p.parts || [];
+  if (!parts.length) return null;
+  const items = parts.map((part) => {
+    const match = findings.find((x) => x.f.rule === part.rule && (x.f.subject ?? null) === (part.subject ?? null));
+    const text = partText(part);
+    return h("li", { class: "wi-part", dataset: { rule: part.rule, saves: String(part.saves_us) } },
+      match ? h("button", {
+        type: "button", class: "wi-rule", dataset: { key: match.key },
+        title: `open the finding: ${match.f.title}`, onclick: () => onFinding(match.key),
+      }, text) : text);
+  });
+  const note = parts.length > 1 ? "parts, each replayed alone (they do not add up to the card):" : "part:";
+  return h("div", { class: "wi-parts", style: { flexBasis: "100%" } },
+    h("span", { class: "muted" }, note),
+    h("ul", { style: { margin: "2px 0", paddingLeft: "16px", listStyle: "none" } }, items));
 }
