@@ -157,3 +157,32 @@ def test_cpu_only_compute_is_the_heavy_op_time_and_gloo_waits_are_idle(cpu_trace
     assert (w.device_busy_us, w.compute_busy_us, w.exposed_collective_us) == (1000, 1000, 0)
     assert w.idle["comm"] == 8000
     assert (w.main_idle_cause, w.verdict) == ("comm", "communication-bound")
+
+
+def test_what_a_collective_op_launches_is_communication_for_the_step_and_the_roofline(
+        trace, tmp_path):
+    """One definition: a flatten copy inside ``c10d::allgather_`` is communication for the
+    step's compute busy, its exposed collectives and the roofline alike (issue 23, item 7)."""
+    from tb_diagnostics.analysis.views.roofline import compute_busy_us
+
+    trace.step(1, 0, 1000)
+    trace.op("aten::mm", 10, 20)
+    trace.launch(15, 4, "ampere_sgemm_128x64_tn", 20, 300)
+    trace.op("c10d::allgather_", 40, 30)
+    trace.launch(45, 4, "Memcpy DtoD (Device -> Device)", 400, 100, runtime="cudaMemcpyAsync",
+                 cat="gpu_memcpy")
+    trace.launch(55, 4, NCCL_ALLREDUCE, 500, 200, stream=20)
+    a = analyse(trace, tmp_path)
+    (w,) = a.windows
+    # Device busy [20, 320) ∪ [400, 700): 600; compute is the GEMM alone.
+    assert (w.device_busy_us, w.compute_busy_us, w.exposed_collective_us) == (600, 300, 300)
+    assert compute_busy_us(a).tolist() == [300]
+    assert a.comm_kernel_rows.size == 2
+    # The copy launched outside a collective op stays compute.
+    trace2 = TraceBuilder()
+    trace2.step(1, 0, 1000)
+    trace2.op("aten::copy_", 40, 30)
+    trace2.launch(45, 4, "Memcpy DtoD (Device -> Device)", 400, 100, runtime="cudaMemcpyAsync",
+                  cat="gpu_memcpy")
+    (w2,) = analyse(trace2, tmp_path / "2").windows
+    assert (w2.device_busy_us, w2.compute_busy_us) == (100, 100)

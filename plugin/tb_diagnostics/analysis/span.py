@@ -32,6 +32,7 @@ from tb_diagnostics.analysis.verdict import (
 )
 from tb_diagnostics.analysis.window_totals import per_window_totals
 from tb_diagnostics.trace.categories import (
+    COLLECTIVE_OP,
     COMM_KERNEL,
     COMM_NAME,
     INPUT_NAME,
@@ -239,17 +240,34 @@ class SpanAnalysis:
         return union(np.asarray(starts), np.asarray(ends))
 
     @cached_property
-    def comm_kernel_rows(self) -> np.ndarray:
-        """Device activity rows that are collective kernels (NCCL/RCCL): they keep the
-        device "busy" while they mostly wait for the other ranks."""
+    def comm_activity_mask(self) -> np.ndarray:
+        """Over ``model.device_activity_rows``: which activities are communication, the
+        one definition the step verdict, the roofline and the rules share. A collective
+        kernel by name (NCCL/RCCL, symmetric-memory and custom all-reduce kernels: they
+        keep the device "busy" while they mostly wait for the other ranks), or any
+        activity a collective op launched (its innermost op above the launch)."""
         m = self.model
         acts = m.device_activity_rows
+        out = np.zeros(acts.shape[0], dtype=bool)
         if not acts.size:  # a CPU-only trace: no names to look at
-            return acts
-        ids = [i for i, s in enumerate(m.strings) if COMM_KERNEL.search(s)]
-        if not ids:  # the common case: no collective kernel name at all, no scan
-            return acts[:0]
-        return acts[np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))]
+            return out
+        # The common case, no collective name at all, costs one pass over the strings.
+        kernels = [i for i, s in enumerate(m.strings) if COMM_KERNEL.search(s)]
+        ops = [i for i, s in enumerate(m.strings) if COLLECTIVE_OP.search(s)]
+        if kernels:
+            out |= np.isin(m.name[acts], np.asarray(kernels, dtype=np.int32))
+        if ops:
+            from tb_diagnostics.analysis.views.hierarchy import launching_op  # a view of us
+
+            op = launching_op(self)
+            has = op >= 0
+            out[has] |= np.isin(m.name[op[has]], np.asarray(ops, dtype=np.int32))
+        return out
+
+    @cached_property
+    def comm_kernel_rows(self) -> np.ndarray:
+        """Device activity rows that are communication (:attr:`comm_activity_mask`)."""
+        return self.model.device_activity_rows[self.comm_activity_mask]
 
     @cached_property
     def comm_kernel_intervals(self) -> Intervals:

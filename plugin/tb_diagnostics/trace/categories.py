@@ -100,6 +100,13 @@ COMM_KERNEL = re.compile(
     r"|multimem_(?:all_reduce|all_gather|reduce_scatter)"
     r"|(?:one|two)_shot_all_reduce|cross_device_reduce", re.I)
 
+#: Host ops that are collectives: what they launch is communication too (a flatten copy
+#: inside ``c10d::allgather_``, a reduce inside ``symm_mem::one_shot_all_reduce``).
+COLLECTIVE_OP = re.compile(
+    r"^record_param_comms$|^c10d(?:_functional)?::|^_c10d_functional::|^nccl:|^gloo:"
+    r"|^symm_mem::\w*(?:all_reduce|all_gather|reduce_scatter|all_to_all|broadcast)"
+    r"|^vllm::\w*all_reduce|^_C_custom_ar::")
+
 #: A device→host copy into pageable memory: the launching call blocks until it is done.
 PAGEABLE_DTOH = re.compile(r"DtoH \(Device -> Pageable\)")
 #: A host→device copy from pageable memory: its ``cudaMemcpyAsync`` blocks while the driver

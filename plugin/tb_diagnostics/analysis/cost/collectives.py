@@ -10,15 +10,9 @@ launched it is one (``c10d::*``, ``record_param_comms``, ``symm_mem::*`` collect
 
 from __future__ import annotations
 
-import re
+from tb_diagnostics.trace.categories import COLLECTIVE_OP, COMM_KERNEL
 
-from tb_diagnostics.trace.categories import COMM_KERNEL
-
-#: Ops that are collectives (host side).
-COLLECTIVE_OP = re.compile(
-    r"^record_param_comms$|^c10d(?:_functional)?::|^_c10d_functional::|^nccl:|^gloo:"
-    r"|^symm_mem::\w*(?:all_reduce|all_gather|reduce_scatter|all_to_all|broadcast)"
-    r"|^vllm::\w*all_reduce|^_C_custom_ar::")
+__all__ = ["COLLECTIVE_KERNEL", "COLLECTIVE_OP", "is_collective"]
 
 #: Kernels that are collectives (device side): the one definition the step verdict's
 #: compute busy uses too.

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tb_diagnostics.analysis.cost.collectives import COLLECTIVE_KERNEL, COLLECTIVE_OP
 from tb_diagnostics.analysis.cost.host_link import HOST_COPY, PAGEABLE_COPY, HostLink, host_link
 from tb_diagnostics.analysis.cost.peaks import (
     DevicePeaks,
@@ -326,17 +325,8 @@ def _host_copies(analysis: SpanAnalysis, activity_group: np.ndarray, n: int,
 
 def _collective_activities(analysis: SpanAnalysis, free: np.ndarray) -> np.ndarray:
     """Which of the activities ``free`` (indices into device_activity_rows) are
-    collectives, by their kernel's name or the name of the op that launched them."""
-    m = analysis.model
-    kernel_ids = np.asarray([i for i, s in enumerate(m.strings) if COLLECTIVE_KERNEL.search(s)],
-                            dtype=np.int32)
-    op_ids = np.asarray([i for i, s in enumerate(m.strings) if COLLECTIVE_OP.search(s)],
-                        dtype=np.int32)
-    out = np.isin(m.name[m.device_activity_rows[free]], kernel_ids)
-    op = launching_op(analysis)[free]
-    has = op >= 0
-    out[has] |= np.isin(m.name[op[has]], op_ids)
-    return out
+    communication: the span's one definition (``comm_activity_mask``)."""
+    return analysis.comm_activity_mask[free]
 
 
 def _communication(analysis: SpanAnalysis, activity_group: np.ndarray) -> tuple[int, float]:
@@ -348,18 +338,10 @@ def _communication(analysis: SpanAnalysis, activity_group: np.ndarray) -> tuple[
     return int(comm.size), float(dur.sum())
 
 
-@computed
 def compute_busy_us(analysis: SpanAnalysis) -> np.ndarray:
-    """Per window, the device's busy time without any collective activity (NCCL/RCCL,
-    symmetric-memory and custom all-reduce kernels, activities a collective op launched):
-    the time the roofline could have priced."""
-    lo, hi = analysis.bounds
-    if analysis.cpu_only:
-        return np.asarray([w.compute_busy_us for w in analysis.windows])
-    m = analysis.model
-    acts = m.device_activity_rows
-    keep = acts[~_collective_activities(analysis, np.arange(acts.size))]
-    return covered(union_of_rows(m.start, m.end, keep), lo, hi)
+    """Per window, the device's busy time without any communication (the step's
+    ``compute_busy_us``): the time the roofline could have priced."""
+    return np.asarray([w.compute_busy_us for w in analysis.windows], dtype=np.float64)
 
 
 def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
