@@ -1,6 +1,6 @@
 """Identification by properties (issue 24): real deviceProperties blocks of ambiguous and
 unknown parts, hand-made ones for an unknown Ada part and a part with nothing to go on,
-the new rows the issue names, and the shape of the whole table."""
+and the new rows the issue names."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tb_diagnostics.analysis.cost.identify import (
     compute_capability,
     why_no_peaks,
 )
-from tb_diagnostics.analysis.cost.peaks import PRECISIONS, lookup, table
+from tb_diagnostics.analysis.cost.peaks import lookup, table
 
 # The deviceProperties block of ../shared/pairs/h100_toyblocks_eager_vs_compile (both
 # traces), copied so the test runs without ../shared.
@@ -147,28 +147,5 @@ def test_every_estimate_reference_is_a_row_with_cc_and_sms():
         assert row["cc"] == cc and row["sms"] > 0, ref.row
 
 
-# --- the table's shape -----------------------------------------------------------------
-
-
-@pytest.mark.parametrize("row", table(), ids=lambda r: r["name"])
-def test_table_shape_units_dense_figures_and_precision_order(row):
-    p = row["peaks"]
-    assert "http" in row["source"] or "not found in the stored copy" in row["source"]
-    for k in PRECISIONS:
-        # TFLOP/s (TOPS): a GFLOP/s or PFLOP/s figure slipped in would be off by 1000.
-        assert p[k] is None or 0.05 <= p[k] <= 20_000, (k, p[k])
-    assert 100 <= p["hbm_gbps"] <= 20_000  # GB/s, not TB/s
-
-    def ok(lo: str, hi: str, factor: float = 1.0) -> bool:
-        return p[lo] is None or p[hi] is None or p[lo] <= p[hi] * factor
-
-    # Precisions in order; the exception is AMD CDNA, whose FP64 matrix rate exceeds its
-    # vector FP32 (MI250X: 47.85 vs 23.95).
-    assert ok("fp64", "fp32") or row["name"].startswith("AMD"), "fp64 > fp32"
-    assert ok("fp32", "tf32") and ok("tf32", "bf16") and ok("tf32", "fp16")
-    assert ok("bf16", "fp8") and ok("fp16", "fp8")
-    # No sparse figures: each tensor step at most doubles (2.1 leaves room for B200's
-    # 1.1 -> 2.25 PFLOP/s); a sparse figure next to a dense one would show as 4x.
-    assert ok("bf16", "tf32", 2.1) and ok("fp16", "tf32", 2.1), "sparse 16-bit figure?"
-    assert ok("fp8", "fp16", 2.1), "sparse fp8 figure?"
-    assert ok("int8", "fp8", 2.1), "sparse int8 figure?"
+# The table's shape (units, dense figures, precision order) is tested in
+# tests/test_peaks_table.py, with the rest of the table's invariants.

@@ -3,7 +3,9 @@
 A roofline or an "achieved vs peak" figure needs the device's peak FLOP/s per precision
 and its memory bandwidth. The table (``tb_diagnostics/data/device_peaks.json``) holds
 dense (no structured sparsity) vendor figures, one row per part, each with the page it
-was taken from; ``docs/peaks.md`` says what every column means.
+was taken from; ``docs/peaks.md`` says what every column means. The table's keys, its
+validation and its loading live in :mod:`.peaks_table`; the names this module has always
+offered (``PRECISIONS``, ``PEAK_KEYS``, ``PeaksFileError``, ``table``) are re-exported.
 
 A trace names its device in ``deviceProperties[].name`` (``"NVIDIA H100 80GB HBM3"``).
 :func:`lookup` picks the row whose ``match`` pattern is the longest one found in that
@@ -22,37 +24,41 @@ key and says so in the result's ``source``.
 
 from __future__ import annotations
 
-import copy
 import functools
-import json
-import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tb_diagnostics.analysis.cost.identify import Identified, identify
+from tb_diagnostics.analysis.cost.peaks_table import (
+    PEAK_KEYS,
+    PRECISIONS,
+    PeaksFileError,
+    Row,
+    check_value,
+    load_table,
+    raise_problems,
+    read_json,
+    table,
+    validate_table,
+)
 
-PRECISIONS: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-#: Every key of a peaks mapping: the precisions (TFLOP/s, TOPS for int8), then GB/s.
-PEAK_KEYS: tuple[str, ...] = (*PRECISIONS, "hbm_gbps")
+__all__ = ["ANY_KEY", "CPU_KEY", "PEAKS_ENV", "PEAK_KEYS", "PRECISIONS", "DevicePeaks",
+           "Overrides", "PeaksFileError", "load_overrides", "lookup", "overrides_from_env",
+           "overrides_version", "table"]
+
+# The table's validator under its old name, which tests and callers reach for.
+_validate_table = validate_table
+
 PEAKS_ENV = "TB_DIAGNOSTICS_PEAKS"  # path of a JSON file of overrides, read by the tab
 
 #: Override keys with a meaning of their own rather than a substring of a device name.
 CPU_KEY = "cpu"
 ANY_KEY = "*"
 
-_ROW_KEYS = frozenset({"name", "match", "peaks", "source", "notes", "gcn_arch", "cc", "sms"})
-_CC_FORMAT = re.compile(r"\d+\.\d+")
-_TABLE_KEYS = frozenset({"version", "about", "devices"})
 _ENTRY_KEYS = frozenset({*PEAK_KEYS, "name"})
-
-
-class PeaksFileError(ValueError):
-    """A peaks table or override file that cannot be used; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,6 @@ class DevicePeaks:
     #: times the architecture's per-SM rates), "override" (the override file alone).
     identified_by: str = "name"
     identification: str | None = None  # the sentence saying so, None when by name
-
 
     def peak(self, precision: str | None) -> float | None:
         """Peak TFLOP/s (TOPS for int8) of ``precision``; None when the table has none.
@@ -88,6 +93,7 @@ class DevicePeaks:
         return self.peaks.get("hbm_gbps")
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON shape the report and the tab read (keys are only ever added)."""
         return {"name": self.name,
                 "peaks": {k: self.peaks.get(k) for k in PEAK_KEYS},
                 "source": self.source,
@@ -96,177 +102,7 @@ class DevicePeaks:
 
 
 # ---------------------------------------------------------------------------------------
-# Shared validation of peak values (table rows and override entries alike).
-
-
-def _check_value(where: str, key: str, value: Any, problems: list[str]) -> float | None:
-    # bool is an int to Python, and "true" as a peak is surely a slip.
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        problems.append(f"{where}: {key} must be a number or null, not {value!r}")
-        return None
-    if not math.isfinite(value) or value <= 0:
-        # Zero would divide a utilisation by nothing; negative is nonsense.
-        problems.append(f"{where}: {key} must be a positive number, not {value!r}")
-        return None
-    return float(value)
-
-
-def _fail(path: str, problems: list[str]) -> None:
-    if problems:
-        shown = "; ".join(problems[:5])
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise PeaksFileError(f"{path}: {shown}{more}")
-
-
-def _read_json(path: str, text: str) -> Any:
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        # json keeps the last of two equal keys silently; an override file that says
-        # "H100" twice is a mistake worth naming.
-        out: dict[str, Any] = {}
-        for k, v in items:
-            if k in out:
-                raise PeaksFileError(f"{path}: key {k!r} appears twice")
-            out[k] = v
-        return out
-
-    try:
-        return json.loads(text, object_pairs_hook=pairs,
-                          parse_constant=lambda c: _reject_constant(path, c))
-    except json.JSONDecodeError as e:
-        raise PeaksFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: "
-                             f"{e.msg}") from None
-
-
-def _reject_constant(path: str, constant: str) -> Any:
-    # Python's json accepts NaN and Infinity, which are not JSON and not peaks.
-    raise PeaksFileError(f"{path}: {constant} is not a valid peak value")
-
-
-# ---------------------------------------------------------------------------------------
-# The shipped table.
-
-
-@dataclass(frozen=True)
-class _Row:
-    name: str
-    patterns: tuple[tuple[str, bool], ...]  # (lower-cased pattern, anchored at the end)
-    gcn_arch: tuple[str, ...]
-    peaks: dict[str, float | None]
-    source: str
-    cc: str | None = None  # "9.0": computeMajor.computeMinor, for identify.py
-    sms: int | None = None  # numSms of the part, for identify.py
-
-
-def _table_text() -> tuple[str, str]:
-    """The shipped table's text and a path for messages."""
-    ref = resources.files("tb_diagnostics").joinpath("data").joinpath("device_peaks.json")
-    try:
-        return ref.read_text(encoding="utf-8"), str(ref)
-    except (FileNotFoundError, NotADirectoryError):
-        # A source checkout run without installing still has the file beside the package.
-        p = Path(__file__).resolve().parents[2] / "data" / "device_peaks.json"
-        try:
-            return p.read_text(encoding="utf-8"), str(p)
-        except OSError as e:
-            raise PeaksFileError(f"{p}: cannot read the device peaks table: "
-                                 f"{e.strerror or e}") from None
-
-
-def _validate_table(path: str, data: Any) -> list[dict[str, Any]]:
-    if not isinstance(data, dict):
-        raise PeaksFileError(f"{path}: the table must be a JSON object")
-    problems: list[str] = []
-    unknown = set(data) - _TABLE_KEYS
-    if unknown:
-        problems.append(f"unknown top-level keys {sorted(unknown)}")
-    if data.get("version") != 1:
-        problems.append(f"version must be 1, not {data.get('version')!r}")
-    rows = data.get("devices")
-    if not isinstance(rows, list) or not rows:
-        raise PeaksFileError(f"{path}: devices must be a non-empty list")
-    seen_patterns: dict[str, str] = {}
-    seen_arch: dict[str, str] = {}
-    for i, row in enumerate(rows):
-        where = f"devices[{i}]"
-        if not isinstance(row, dict):
-            problems.append(f"{where} must be an object")
-            continue
-        name = row.get("name")
-        if isinstance(name, str) and name.strip():
-            where = f"devices[{i}] ({name})"
-        else:
-            problems.append(f"{where}: name must be a non-empty string")
-        extra = set(row) - _ROW_KEYS
-        if extra:
-            problems.append(f"{where}: unknown keys {sorted(extra)}")
-        source = row.get("source")
-        if not isinstance(source, str) or not source.strip():
-            problems.append(f"{where}: source must be a non-empty string")
-        if "notes" in row and not isinstance(row["notes"], str):
-            problems.append(f"{where}: notes must be a string")
-        match = row.get("match")
-        if (not isinstance(match, list) or not match
-                or not all(isinstance(m, str) and m.strip(" $") for m in match)):
-            problems.append(f"{where}: match must be a non-empty list of non-empty strings")
-        else:
-            for m in match:
-                key = m.lower()
-                # Two rows claiming one pattern would make the winner depend on row order.
-                if key in seen_patterns and seen_patterns[key] != where:
-                    problems.append(f"{where}: pattern {m!r} is also on {seen_patterns[key]}")
-                seen_patterns[key] = where
-        arch = row.get("gcn_arch", [])
-        if not isinstance(arch, list) or not all(isinstance(a, str) and a for a in arch):
-            problems.append(f"{where}: gcn_arch must be a list of strings")
-        else:
-            for a in arch:
-                key = a.lower()
-                # The fallback is only for an architecture one row can answer for.
-                if key in seen_arch:
-                    problems.append(f"{where}: gcn_arch {a!r} is also on {seen_arch[key]}")
-                seen_arch[key] = where
-        cc = row.get("cc")
-        if cc is not None and not (isinstance(cc, str) and _CC_FORMAT.fullmatch(cc)):
-            problems.append(f"{where}: cc must be a compute capability like \"9.0\"")
-        sms = row.get("sms")
-        if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms <= 0):
-            problems.append(f"{where}: sms must be a positive integer")
-        peaks = row.get("peaks")
-        if not isinstance(peaks, dict):
-            problems.append(f"{where}: peaks must be an object")
-            continue
-        missing = [k for k in PEAK_KEYS if k not in peaks]
-        if missing:
-            problems.append(f"{where}: peaks lacks {missing} (write null for none)")
-        for k, v in peaks.items():
-            if k not in PEAK_KEYS:
-                problems.append(f"{where}: unknown peak key {k!r}")
-            else:
-                _check_value(where, k, v, problems)
-    _fail(path, problems)
-    return rows
-
-
-@functools.lru_cache(maxsize=1)
-def _load_table() -> tuple[tuple[dict[str, Any], ...], tuple[_Row, ...]]:
-    text, path = _table_text()
-    rows = _validate_table(path, _read_json(path, text))
-    compiled = tuple(
-        _Row(name=r["name"],
-             patterns=tuple((m.rstrip("$").lower(), m.endswith("$")) for m in r["match"]),
-             gcn_arch=tuple(a.lower() for a in r.get("gcn_arch", [])),
-             peaks={k: (None if r["peaks"][k] is None else float(r["peaks"][k]))
-                    for k in PEAK_KEYS},
-             source=r["source"], cc=r.get("cc"), sms=r.get("sms"))
-        for r in rows)
-    return tuple(rows), compiled
-
-
-def table() -> list[dict[str, Any]]:
-    """The rows of the shipped table, validated (a fresh copy: callers may mutate it)."""
-    return copy.deepcopy(list(_load_table()[0]))
+# Name matching.
 
 
 def _normalise(name: str) -> str:
@@ -290,10 +126,10 @@ def _matches(pattern: str, anchored: bool, name: str) -> bool:
     return False
 
 
-def _row_for_name(device_name: str) -> _Row | None:
+def _row_for_name(device_name: str) -> Row | None:
     name = _normalise(device_name)
-    best: tuple[int, _Row] | None = None
-    for row in _load_table()[1]:
+    best: tuple[int, Row] | None = None
+    for row in load_table()[1]:
         for pattern, anchored in row.patterns:
             # Strictly longer wins, so on a tie the earlier row keeps it (table order).
             if _matches(pattern, anchored, name) and (best is None or len(pattern) > best[0]):
@@ -301,7 +137,7 @@ def _row_for_name(device_name: str) -> _Row | None:
     return best[1] if best else None
 
 
-def _row_for_arch(properties: Mapping[str, Any] | None) -> tuple[_Row, str] | None:
+def _row_for_arch(properties: Mapping[str, Any] | None) -> tuple[Row, str] | None:
     if not properties:
         return None
     arch = properties.get("gcnArchName")
@@ -309,7 +145,7 @@ def _row_for_arch(properties: Mapping[str, Any] | None) -> tuple[_Row, str] | No
         return None
     # "gfx942:sramecc+:xnack-": the feature flags after the colon do not change the part.
     base = arch.split(":", 1)[0].strip().lower()
-    for row in _load_table()[1]:
+    for row in load_table()[1]:
         if base in row.gcn_arch:
             return row, base
     return None
@@ -358,7 +194,7 @@ def load_overrides(path: str | os.PathLike[str]) -> Overrides:
     except (OSError, UnicodeDecodeError) as e:
         reason = getattr(e, "strerror", None) or str(e)
         raise PeaksFileError(f"{shown}: cannot read peaks override file: {reason}") from None
-    data = _read_json(shown, text)
+    data = read_json(shown, text)
     if not isinstance(data, dict):
         raise PeaksFileError(f"{shown}: must be a JSON object of device entries")
     # The "devices" wrapper mirrors the table; the bare mapping is accepted for brevity.
@@ -396,9 +232,9 @@ def load_overrides(path: str | os.PathLike[str]) -> Overrides:
                 else:
                     clean[k] = v
             else:
-                clean[k] = _check_value(where, k, v, problems)
+                clean[k] = check_value(where, k, v, problems)
         entries[norm if norm in (CPU_KEY, ANY_KEY) else key] = clean
-    _fail(shown, problems)
+    raise_problems(shown, problems)
     return Overrides(path=shown, entries=entries)
 
 
@@ -443,7 +279,7 @@ def lookup(device_name: str | None, properties: Mapping[str, Any] | None = None,
     ``properties`` is that deviceProperties entry, read for ``gcnArchName`` when the name
     selects no row. None when neither the table nor an override knows the device.
     """
-    row: _Row | None = None
+    row: Row | None = None
     arch_note = ""
     found: Identified | None = None
     if device_name is not None:
@@ -455,7 +291,7 @@ def lookup(device_name: str | None, properties: Mapping[str, Any] | None = None,
                 # Say so: a generic name on a sibling part (MI300A on gfx942) gets these.
                 arch_note = f"; matched by gcnArchName {arch}, not by name"
             else:
-                found = identify(device_name, properties, _load_table()[1])
+                found = identify(device_name, properties, load_table()[1])
     entry = overrides.entry_for(device_name) if overrides is not None else None
 
     if row is None and found is None and not (entry and any(k in PEAK_KEYS for k in entry)):
