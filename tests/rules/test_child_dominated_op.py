@@ -40,3 +40,17 @@ def test_a_cold_step_is_left_out_of_the_per_step_figures(builder):
     assert "aten::mm 58 µs" in f.message
     assert f.steps == [1, 2, 3]
     assert f.subject == "aten::matmul"
+
+
+def test_a_module_load_under_an_op_is_not_its_children_time(builder):
+    """A 420 ms first launch (the driver loading the kernel's module) under
+    aten::cudnn_convolution is one-time (module-load reports it), not the cost of the op's
+    children: the op's total without it is 20 µs."""
+    from tb_diagnostics.analysis.views.launch import module_loads
+
+    from .test_module_load import load_in_step
+
+    load_in_step(builder, step=3, steps=6)
+    a = builder.analysis()
+    assert len(module_loads(a)) == 1
+    assert [f.subject for f in RULE.run(a)] == []

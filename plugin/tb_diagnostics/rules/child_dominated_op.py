@@ -30,7 +30,8 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
-from tb_diagnostics.analysis.views.tables import op_table
+from tb_diagnostics.analysis.views.launch import module_loads
+from tb_diagnostics.analysis.views.tables import OpTable, op_table, window_of_rows
 from tb_diagnostics.rules._util import evidence_rows, fmt_pct, fmt_us, top_by, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule
 
@@ -58,7 +59,11 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if not len(table) or not windows:
         return []
     warm = warm_steps(analysis)
-    total_step = warm.per_window(table.total_cpu_per_window)
+    loads = module_loads(analysis).rows
+    # A module load under an op (a first launch of hundreds of ms) is one-time, reported
+    # by module-load: it is not the cost of the op's children.
+    total_step = warm.per_window(table.total_cpu_per_window
+                                 - _load_time_per_window(analysis, table, loads))
     self_share = (warm.per_window(table.self_cpu_per_window)
                   / np.maximum(total_step, 1e-9))
     cand = np.flatnonzero((warm.share(total_step) >= th.min_step_share)
@@ -75,11 +80,11 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         if sid in on_paths or m.strings[sid].startswith(_ENGINE):
             continue
         rows = warm.host_rows(analysis, table.rows_of(analysis, i))
-        path = _descend(analysis, rows)
+        path = _descend(analysis, rows, loads)
         path_ids = {m.name_index[n] for n, _ in path}
         if reported and (path_ids & reported or _mostly_inside(analysis, rows, inner, reported)):
             continue
-        kids = [(n, t) for n, t in _children(analysis, rows)
+        kids = [(n, t) for n, t in _children(analysis, rows, loads)
                 if t >= 0.01 * total_step[i] * warm.n]
         reported.add(sid)
         on_paths.update(path_ids | {sid})
@@ -105,13 +110,43 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     return out
 
 
-def _descend(analysis: SpanAnalysis, rows: np.ndarray, depth: int = 6) -> list[tuple[str, float]]:
-    """Follow the child holding most of the time while it holds at least half of it."""
+def _load_time_per_window(analysis: SpanAnalysis, table: OpTable,
+                          loads: np.ndarray) -> np.ndarray:
+    """(names, windows) µs of module-load calls under each op name, counted once per name
+    (as the table's CPU total counts recursion once)."""
+    out = np.zeros_like(table.total_cpu_per_window, dtype=float)
+    if not loads.size or not out.size:
+        return out
+    m = analysis.model
+    entry_of = dict(zip(analysis.op_rows.tolist(), table.op_entry.tolist(), strict=True))
+    windows = window_of_rows(analysis, loads)
+    for r, w in zip(loads.tolist(), windows.tolist(), strict=True):
+        if w < 0 or w >= out.shape[1]:
+            continue
+        seen: set[int] = set()
+        p = int(m.parent[r])
+        while p >= 0:
+            e = entry_of.get(p)
+            if e is not None and e not in seen:
+                seen.add(e)
+                out[e, w] += float(m.dur[r])
+            p = int(m.parent[p])
+    return out
+
+
+def _without(rows: np.ndarray, loads: np.ndarray) -> np.ndarray:
+    return rows[~np.isin(rows, loads)] if loads.size and rows.size else rows
+
+
+def _descend(analysis: SpanAnalysis, rows: np.ndarray, loads: np.ndarray,
+             depth: int = 6) -> list[tuple[str, float]]:
+    """Follow the child holding most of the time while it holds at least half of it
+    (module-load calls left out)."""
     m = analysis.model
     path: list[tuple[str, float]] = []
     total = float(m.dur[rows].sum())
     for _ in range(depth):
-        kids = _child_rows(analysis, rows)
+        kids = _without(_child_rows(analysis, rows), loads)
         if not kids.size or total <= 0:
             break
         names, inv = m.name_groups(kids)
@@ -134,10 +169,12 @@ def _child_rows(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     return order[starts + within]
 
 
-def _children(analysis: SpanAnalysis, rows: np.ndarray) -> list[tuple[str, float]]:
-    """Children of ``rows`` aggregated by name, heaviest first (duration summed)."""
+def _children(analysis: SpanAnalysis, rows: np.ndarray,
+              loads: np.ndarray) -> list[tuple[str, float]]:
+    """Children of ``rows`` aggregated by name, heaviest first (duration summed; module-load
+    calls left out)."""
     m = analysis.model
-    kids = _child_rows(analysis, rows)
+    kids = _without(_child_rows(analysis, rows), loads)
     names, inv = m.name_groups(kids)
     sums = np.bincount(inv, weights=m.dur[kids])
     return sorted(((m.strings[n], t) for n, t in zip(names.tolist(), sums.tolist(), strict=True)),
