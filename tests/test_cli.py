@@ -28,7 +28,8 @@ SPAN_KEYS |= {"activity_complete"}
 STEP_KEYS |= {"verdict_reason"}
 SPAN_KEYS |= {"activity_coverage"}
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
-               "saves_us", "saves_us_total", "saves_uneven", "per_step"}
+               "saves_us", "saves_us_total", "saves_uneven", "per_step",
+               "related", "parts"}  # issue 23: the rules it relates to, its findings' parts
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes",
                  "host_link", "communication"}  # issue 24: the host link, collectives
