@@ -217,9 +217,9 @@ def test_the_span_verdict_is_the_one_of_most_of_the_warm_time(tmp_path):
     assert span["verdict"] == "input-bound"
     assert span["verdict_split"] == [
         {"verdict": "input-bound", "steps": list(range(16, 27)), "wall_us": 110000.0,
-         "share": 0.88},
+         "judged_us": 110000.0, "share": 0.88},
         {"verdict": "compute-bound", "steps": list(range(1, 16)), "wall_us": 15000.0,
-         "share": 0.12}]
+         "judged_us": 15000.0, "share": 0.12}]
     assert headline(span).startswith(
         "Steps 16–26 are input-bound (11 input-bound steps take 110.00 ms of 125.00 ms; "
         "15 compute-bound, steps 1–15, take 15.00 ms): the GPU is busy 5% of each step")

@@ -1,75 +1,98 @@
-"""The span's verdict: the step verdict that holds for most of the warm time.
+"""The span's verdict: the step verdict that holds for most of the time judged.
 
 A span's steps can disagree: 11 input-bound iterations of 550 ms and 15
 compute-bound ones of 160 ms. The span is what most of its time is, so each
-verdict is weighed by the wall time of the warm steps that have it (the cold
-step, ``views.warmth``, pays one-time costs and does not decide), not by how
-many steps have it; the earliest step breaks a tie. ``split`` says how the warm
-time divides, most first, so the headline can say it where no verdict holds at
-least :data:`ONE_SIDED_SHARE` of it.
+verdict is weighed by the time its warm steps were judged on, not by how many
+steps have it; the earliest step breaks a tie. The time judged is what each
+step's own verdict read (``analysis.span``): its wall without the profiler's own
+time and the one-time costs (compilation inside the window, module loads;
+``verdict.UNJUDGED``), over the warm steps only (the cold step, ``views.warmth``,
+pays one-time costs and does not decide). So a step that compiles for 1.7 s and
+runs 1 ms of work weighs 1 ms, not 1.7 s: compilation does not decide the span
+any more than it decides the step. ``split`` says how the time judged divides,
+most first (with each verdict's wall time too), so the headline can say it where
+no verdict holds at least :data:`ONE_SIDED_SHARE` of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.verdict import UNJUDGED
 from tb_diagnostics.analysis.views.warmth import step_walls
 
-#: A verdict holding at least this share of the warm time says the span alone; below
+#: A verdict holding at least this share of the time judged says the span alone; below
 #: it, the headline also says how the time splits between the verdicts.
 ONE_SIDED_SHARE = 0.9
 
 
+def judged_us(wall_us: float, idle: Mapping[str, float]) -> float:
+    """The time a step's verdict is judged on: its wall less the labelled idle time no
+    verdict reads (``verdict.UNJUDGED``: the profiler's own time, compilation, module
+    loads), never below zero. ``idle`` is a window's ``idle`` (keys ``compile``…) or a
+    step document's (``compile_us``…)."""
+    left = sum(float(idle.get(c, idle.get(f"{c}_us", 0.0)) or 0.0) for c in UNJUDGED)
+    return max(float(wall_us) - left, 0.0)
+
+
 @dataclass(frozen=True)
 class VerdictTime:
-    """The warm steps of one verdict and the wall time they take together."""
+    """The warm steps of one verdict, the time they were judged on and their wall."""
 
     verdict: str
     steps: tuple[int | None, ...]
     wall_us: float
+    judged_us: float
 
-    def to_dict(self, total_us: float) -> dict[str, object]:
+    def to_dict(self, total_judged_us: float) -> dict[str, object]:
+        """``share`` is of the span's time judged (``total_judged_us``)."""
         return {"verdict": self.verdict, "steps": list(self.steps),
-                "wall_us": round(self.wall_us, 3),
-                "share": round(self.wall_us / total_us, 6) if total_us > 0 else 0.0}
+                "wall_us": round(self.wall_us, 3), "judged_us": round(self.judged_us, 3),
+                "share": (round(self.judged_us / total_judged_us, 6) if total_judged_us > 0
+                          else 0.0)}
 
 
 @dataclass(frozen=True)
 class SpanVerdict:
     verdict: str | None  # None for a span without windows
-    split: tuple[VerdictTime, ...]  # by verdict over the warm steps, most time first
+    split: tuple[VerdictTime, ...]  # by verdict over the warm steps, most time judged first
     warm_wall_us: float
+    warm_judged_us: float
 
     @property
     def one_sided(self) -> bool:
-        """One verdict holds (nearly) all of the warm time: no split worth saying."""
-        return len(self.split) <= 1 or self.split[0].wall_us >= ONE_SIDED_SHARE * \
-            self.warm_wall_us
+        """One verdict holds (nearly) all of the time judged: no split worth saying."""
+        return len(self.split) <= 1 or self.split[0].judged_us >= ONE_SIDED_SHARE * \
+            self.warm_judged_us
 
 
-def verdict_by_time(steps: Iterable[tuple[int | None, str, float]]) -> tuple[VerdictTime, ...]:
-    """``(step, verdict, wall µs)`` in step order, grouped by verdict, the most wall time
-    first; among equal times, the verdict of the earlier step first."""
-    groups: dict[str, list[tuple[int | None, float]]] = {}
-    for step, verdict, wall in steps:
-        groups.setdefault(verdict, []).append((step, float(wall)))
-    out = [VerdictTime(v, tuple(s for s, _ in g), float(sum(w for _, w in g)))
+def verdict_by_time(steps: Iterable[tuple]) -> tuple[VerdictTime, ...]:
+    """``(step, verdict, wall µs[, judged µs])`` in step order (the time judged is the
+    wall where not given), grouped by verdict, the most time judged first; among equal
+    times, the verdict of the earlier step first."""
+    groups: dict[str, list[tuple[int | None, float, float]]] = {}
+    for step, verdict, wall, *judged in steps:
+        groups.setdefault(verdict, []).append(
+            (step, float(wall), float(judged[0]) if judged else float(wall)))
+    out = [VerdictTime(v, tuple(s for s, _, _ in g), float(sum(w for _, w, _ in g)),
+                       float(sum(j for _, _, j in g)))
            for v, g in groups.items()]  # dicts keep first-seen order: the earliest step's
-    return tuple(sorted(out, key=lambda x: -x.wall_us))  # stable: ties keep that order
+    return tuple(sorted(out, key=lambda x: -x.judged_us))  # stable: ties keep that order
 
 
 @computed
 def span_verdict(analysis: SpanAnalysis) -> SpanVerdict:
-    """The verdict of the span's warm time (every window's when none is warm)."""
+    """The verdict of the span's warm time judged (every window's when none is warm)."""
     windows = analysis.windows
     if not windows:
-        return SpanVerdict(None, (), 0.0)
+        return SpanVerdict(None, (), 0.0, 0.0)
     cold = step_walls(analysis).cold
     warm = ~cold if (~cold).any() else np.ones(len(windows), dtype=bool)
-    split = verdict_by_time((w.step, w.verdict, w.wall_us)
+    split = verdict_by_time((w.step, w.verdict, w.wall_us, judged_us(w.wall_us, w.idle))
                             for w, keep in zip(windows, warm.tolist(), strict=True) if keep)
-    return SpanVerdict(split[0].verdict, split, float(sum(x.wall_us for x in split)))
+    return SpanVerdict(split[0].verdict, split, float(sum(x.wall_us for x in split)),
+                       float(sum(x.judged_us for x in split)))

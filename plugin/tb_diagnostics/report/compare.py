@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from tb_diagnostics.analysis.headline import verdict_by_time
+from tb_diagnostics.analysis.headline import judged_us, verdict_by_time
 from tb_diagnostics.output import displayable
 
 SCHEMA_VERSION = 1
@@ -75,7 +75,8 @@ def run_summary(run: dict[str, Any], logdir: str | None = None) -> dict[str, Any
     warm = warm_steps(run) or steps
     warm_ids = {id(s) for s in warm}
     # As a span's verdict (analysis.headline): the verdict of most of the warm time.
-    by_time = verdict_by_time((s["step"], s["verdict"], s["wall_us"]) for s in warm)
+    by_time = verdict_by_time((s["step"], s["verdict"], s["wall_us"],
+                               judged_us(s["wall_us"], s.get("idle") or {})) for s in warm)
     return {
         "logdir": logdir,
         "run": run["run"],

@@ -81,7 +81,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         "file": f.relpath,
         "device": {"kind": None, "name": None},
         "verdict": None,
-        # The warm time by verdict, most first (see analysis.headline).
+        # The warm time judged by verdict, most first (see analysis.headline).
         "verdict_split": [],
         "steps": [],
         "findings": [],
@@ -110,7 +110,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["findings"] = [f.to_dict() for f in findings]
     verdict = span_verdict(analysis)
     doc["verdict"] = verdict.verdict
-    doc["verdict_split"] = [x.to_dict(verdict.warm_wall_us) for x in verdict.split]
+    doc["verdict_split"] = [x.to_dict(verdict.warm_judged_us) for x in verdict.split]
     doc["whatif"] = whatif_section(analysis, findings)  # findings: the cards' parts
     # A rule that raised is a bug of that rule: the span says which, never silence.
     doc["notes"].extend(x.note for x in getattr(findings, "failures", ()))
