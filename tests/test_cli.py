@@ -32,7 +32,8 @@ WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "w
                "related", "parts"}  # issue 23: the rules it relates to, its findings' parts
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes",
-                 "host_link", "communication"}  # issue 24: the host link, collectives
+                 "host_link", "communication",  # issue 24: the host link, collectives
+                 "lower_bound_device_us"}  # issue 24: custom ops with only a memory bound
 
 
 @pytest.fixture
@@ -67,8 +68,8 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
     # "Test GPU" is in no peak table: its roofline says so, with every peak null.
     assert span["roofline"]["device"] == {
         "name": "Test GPU", "source": None,
-        "peaks": dict.fromkeys(("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8",
-                                "hbm_gbps")),
+        "peaks": dict.fromkeys(("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4",
+                                "int8", "hbm_gbps")),
         # Issue 24: how the device was identified, here why it was not.
         "identified_by": None,
         "identification": "'Test GPU' matches no row of the peaks table, and only NVIDIA "

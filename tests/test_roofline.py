@@ -115,8 +115,10 @@ def test_unmodelled_ops_and_unknown_devices_say_so(tmp_path):
     assert set(sec["device"]["peaks"].values()) == {None}
     assert any("no peak figures for Mystery GPU 9000" in n for n in sec["notes"])
     assert sec["ops"][0]["flops"] == 2.0 * 64**3 and sec["ops"][0]["bound"] is None
+    # No shapes recorded for fancy_op: not even a memory lower bound.
     assert sec["unmodelled"] == [{"name": "my_lib::fancy_op", "reason": "no cost model for this op",
-                                  "calls": 1, "device_us": 40.0}]
+                                  "calls": 1, "device_us": 40.0, "lower_bound_bytes": None,
+                                  "lower_bound_us": None}]
     assert steps[0]["flop_utilisation"] is None and steps[0]["busy_compute_bound_us"] is None
     assert steps[0]["flops"] == 2.0 * 64**3
 

@@ -18,6 +18,9 @@ Shapes (keys only added, never renamed):
   are communication and neither priced nor unmodelled;
 - ``roofline.unmodelled``: ops whose device time has no cost model, with the reason
   (``calls`` counts the calls of a known op, the device activities of an unknown one);
+  ``lower_bound_bytes`` and ``lower_bound_us`` (null when none) are the bytes such an
+  op moves at the least and that bound's time at the memory bandwidth: a bound, never a
+  modelled figure; ``roofline.lower_bound_device_us`` is the device time they cover;
 - each step: ``flops``, ``achieved_tflops``, ``flop_utilisation``, ``flop_precision``,
   ``busy_compute_bound_us``, ``busy_memory_bound_us``, ``busy_unmodelled_us``.
 """
@@ -113,15 +116,20 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
                              rf.host_link.gbps if rf.host_link else None))
     unmodelled = sorted((f for f in rf.figures if not f.modelled and f.device_us > 0),
                         key=lambda f: -f.device_us)
-    by_name: dict[tuple[str, str], list[float]] = {}
+    # (name, reason) → [calls, device µs, lower-bound bytes, lower-bound µs]
+    by_name: dict[tuple[str, str], list[Any]] = {}
     for f in unmodelled:
-        entry = by_name.setdefault((f.group.name, f.group.reason or ""), [0, 0.0])
+        entry = by_name.setdefault((f.group.name, f.group.reason or ""), [0, 0.0, None, None])
         entry[0] += f.calls
         entry[1] += f.device_us
+        if f.lower_bound:
+            entry[2] = (entry[2] or 0.0) + f.bytes
+            if f.bound_us is not None:
+                entry[3] = (entry[3] or 0.0) + f.bound_us
     for name, count, us in rf.unowned:
         reason = ("no cost model for this op" if name else
                   "its launch is not in the trace (no op to price)")
-        entry = by_name.setdefault((name or "(no launching op)", reason), [0, 0.0])
+        entry = by_name.setdefault((name or "(no launching op)", reason), [0, 0.0, None, None])
         entry[0] += count
         entry[1] += us
     return {
@@ -130,12 +138,15 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
         "ops": ops,
         "ops_total": len(listed),
         "modelled_device_us": _r(sum(f.device_us for f in rf.figures if f.modelled)),
-        "unmodelled": [{"name": n, "reason": why, "calls": int(c), "device_us": _r(us)}
-                       for (n, why), (c, us) in sorted(by_name.items(),
-                                                       key=lambda kv: -kv[1][1])
+        "unmodelled": [{"name": n, "reason": why, "calls": int(c), "device_us": _r(us),
+                        "lower_bound_bytes": None if lb is None else round(lb),
+                        "lower_bound_us": _r(lb_us)}
+                       for (n, why), (c, us, lb, lb_us) in sorted(by_name.items(),
+                                                                  key=lambda kv: -kv[1][1])
                        ][:MAX_UNMODELLED],
         "unmodelled_device_us": _r(sum(f.device_us for f in unmodelled)
                                    + sum(us for _, _, us in rf.unowned)),
+        "lower_bound_device_us": _r(sum(f.device_us for f in unmodelled if f.lower_bound)),
         "notes": list(rf.notes),
         "host_link": rf.host_link.to_dict() if rf.host_link else None,
         "communication": {"activities": rf.communication[0],
@@ -196,4 +207,7 @@ def roofline_summary(span: dict[str, Any]) -> str | None:
     unmodelled = roof.get("unmodelled_device_us") or 0
     if unmodelled > 0:
         text += f"; {unmodelled / 1000:.2f} ms of device time has no cost model"
+        bounded = roof.get("lower_bound_device_us") or 0
+        if bounded > 0:
+            text += f" ({bounded / 1000:.2f} ms of it only a memory lower bound)"
     return text

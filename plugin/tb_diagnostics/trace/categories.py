@@ -126,7 +126,9 @@ _CONCRETE_READERS = re.compile(
     r"conv|attention"
     r"|^aten::(sum|mean|amax|amin|max|min|argmax|argmin|prod|logsumexp|var|std|var_mean"
     r"|std_mean|all|any|nansum|norm|linalg_vector_norm|_to_copy|index_select"
-    r"|embedding_dense_backward|_scaled_mm)$")
+    r"|embedding_dense_backward|_scaled_mm)$"
+    # Custom attention and GEMM ops (analysis.cost.custom_ops / custom_gemm).
+    r"|^flash_attn(_3)?::|^FlashAttn|^xformers(_flash)?::|^flashinfer::|^tex_ts::te_gemm")
 
 
 def keeps_concrete_inputs(name: str) -> bool:

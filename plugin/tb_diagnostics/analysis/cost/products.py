@@ -103,27 +103,6 @@ def _linear(a: OpArgs, d: int) -> tuple[float, float, str | None]:
         _precision(a, 0)
 
 
-#: ScalarType codes of ``out_dtype`` (c10/core/ScalarType.h) → bytes per element.
-_SCALAR_TYPE_SIZE = {5: 2, 6: 4, 7: 8, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1}
-
-
-def _scaled_mm(a: OpArgs, d: int) -> tuple[float, float, str | None]:
-    x, y = need(a.shape(0), _NO_SHAPE), need(a.shape(1), _NO_SHAPE)
-    if len(x) != 2 or len(y) != 2:
-        raise CannotModel("_scaled_mm operands are not matrices")
-    (m, k), n = x, y[1]
-    out_code = a.value(6)
-    s = _size(a, 0, 1)
-    if isinstance(out_code, int):
-        out_size = _SCALAR_TYPE_SIZE.get(out_code, 2)
-    else:  # out_dtype=None writes the input's dtype; unrecorded, assume bf16
-        out_size = s if len(a.concrete) > 6 else 2
-    bias = a.shape(4)
-    flops = 2.0 * m * n * k + (m * n if bias is not None else 0)
-    return (flops, float((m * k + k * n) * s + m * n * out_size) + _bias_bytes(a, 4, out_size),
-            _precision(a, 0) or "fp8")
-
-
 def _mv(a: OpArgs, d: int) -> tuple[float, float, str | None]:
     x = need(a.shape(0), _NO_SHAPE)
     if len(x) != 2:
@@ -136,7 +115,7 @@ def _mv(a: OpArgs, d: int) -> tuple[float, float, str | None]:
 MATMUL: dict[str, Formula] = {
     "aten::mm": _mm, "aten::addmm": _addmm, "aten::bmm": _bmm, "aten::baddbmm": _baddbmm,
     "aten::addbmm": _addbmm, "aten::matmul": _matmul, "aten::linear": _linear,
-    "aten::_scaled_mm": _scaled_mm, "aten::mv": _mv,
+    "aten::mv": _mv,  # aten::_scaled_mm: custom_gemm (block scales, FP4)
 }
 
 

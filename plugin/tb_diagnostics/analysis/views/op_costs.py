@@ -12,7 +12,9 @@ side (the ``Memcpy DtoD`` bias seed of an ``addmm``, a ``sum``'s dtype cast) cou
 as well: it is work of its own.
 
 Each device activity belongs to the counted call nearest above the op that launched
-it. On a CPU-only trace the counted calls are themselves the work.
+it. Device work no counted call owns gets, where the op that launched it recorded its
+shapes, a group of its own whose cost is a memory lower bound (:mod:`.lower_bounds`).
+On a CPU-only trace the counted calls are themselves the work.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.cost.bounds import memory_lower_bound
 from tb_diagnostics.analysis.cost.formula import OpCost
 from tb_diagnostics.analysis.cost.model import NO_SHAPES, family_of, op_cost
 from tb_diagnostics.analysis.cost.shapes import ITEMSIZE, OpArgs
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import launching_op
+from tb_diagnostics.analysis.views.lower_bounds import bounding_ops
+from tb_diagnostics.analysis.views.lower_bounds import climb as _climb
 from tb_diagnostics.trace.model import NO_ID
 
 #: The kinds of the nesting rule: products are one kind, each other family its own.
@@ -94,17 +99,6 @@ def _group_rows(m, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.astype(np.int32), rows[first]
 
 
-def _climb(parent: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """For each row in ``start``, the nearest row at or above it where ``stop`` holds, or -1."""
-    at = start.astype(np.int32).copy()
-    todo = np.flatnonzero((at >= 0) & ~stop[np.maximum(at, 0)])
-    while todo.size:
-        at[todo] = parent[at[todo]]
-        todo = todo[at[todo] >= 0]
-        todo = todo[~stop[at[todo]]]
-    return at
-
-
 def _default_itemsize(m, rows: np.ndarray) -> int:
     """The element size of the span's commonest floating dtype (for TensorList members,
     whose dtype the trace does not write)."""
@@ -149,26 +143,49 @@ def op_costs(analysis: SpanAnalysis) -> OpCosts:
     group, reps = _group_rows(m, counted) if counted.size else (
         np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
     itemsize = _default_itemsize(m, counted) if counted.size else 4
-    groups = []
-    for r in reps.tolist():
-        dims, types, conc = (m.string(int(c[r])) for c in
-                             (m.input_dims, m.input_types, m.concrete_inputs))
-        args = OpArgs.parse(dims, types, conc) if dims else None
-        cost = op_cost(m.name_of(r), args, itemsize)
-        if isinstance(cost, str) and cost == NO_SHAPES and shapes_recorded:
-            cost = "this call's shapes were not recorded"
-        groups.append(OpGroup(name=m.name_of(r), input_dims=dims, input_types=types,
-                              concrete_inputs=conc, cost=None if isinstance(cost, str) else cost,
-                              reason=cost if isinstance(cost, str) else None))
+    groups = [_group(m, r, op_cost, itemsize, shapes_recorded) for r in reps.tolist()]
 
     group_of_row = np.full(n, NO_ID, dtype=np.int32)
     group_of_row[counted] = group
     if analysis.cpu_only:
-        activity_group, owner = group.copy(), counted.astype(np.int32)
-    else:
-        is_counted = group_of_row >= 0
-        owner = _climb(m.parent, launching_op(analysis), is_counted)
-        activity_group = np.where(owner >= 0, group_of_row[np.maximum(owner, 0)], NO_ID)
-        activity_group = activity_group.astype(np.int32)
-    return OpCosts(groups=groups, rows=counted, group=group, activity_group=activity_group,
+        return OpCosts(groups=groups, rows=counted, group=group, activity_group=group.copy(),
+                       activity_owner=counted.astype(np.int32),
+                       shapes_recorded=shapes_recorded)
+    owner = _climb(m.parent, launching_op(analysis), group_of_row >= 0)
+    if shapes_recorded:
+        # Device work no priced op owns: a memory lower bound from the op that launched it.
+        bound = bounding_ops(analysis, owner, counted)
+        rows = np.unique(bound[bound >= 0])
+        if rows.size:
+            b_group, b_reps = _group_rows(m, rows)
+            group_of_row[rows] = b_group + len(groups)
+            groups += [_group(m, r, _bound_cost, itemsize, True) for r in b_reps.tolist()]
+            owner = np.where(bound >= 0, bound, owner).astype(np.int32)
+            all_rows = np.concatenate([counted, rows])
+            order = np.argsort(all_rows, kind="stable")
+            counted = all_rows[order]
+            group = group_of_row[counted]
+    activity_group = np.where(owner >= 0, group_of_row[np.maximum(owner, 0)], NO_ID)
+    return OpCosts(groups=groups, rows=counted, group=group,
+                   activity_group=activity_group.astype(np.int32),
                    activity_owner=owner, shapes_recorded=shapes_recorded)
+
+
+def _bound_cost(name: str, args: OpArgs | None, itemsize: int) -> OpCost | str:
+    return memory_lower_bound(args, itemsize)
+
+
+def _group(m, r: int, price, itemsize: int, shapes_recorded: bool) -> OpGroup:
+    """The group of representative row ``r``, priced by ``price(name, args, itemsize)``;
+    a lower-bound cost keeps the reason it is only a bound."""
+    dims, types, conc = (m.string(int(c[r])) for c in
+                         (m.input_dims, m.input_types, m.concrete_inputs))
+    args = OpArgs.parse(dims, types, conc) if dims else None
+    cost = price(m.name_of(r), args, itemsize)
+    if isinstance(cost, str) and cost == NO_SHAPES and shapes_recorded:
+        cost = "this call's shapes were not recorded"
+    if isinstance(cost, str):
+        return OpGroup(name=m.name_of(r), input_dims=dims, input_types=types,
+                       concrete_inputs=conc, cost=None, reason=cost)
+    return OpGroup(name=m.name_of(r), input_dims=dims, input_types=types,
+                   concrete_inputs=conc, cost=cost, reason=cost.why)

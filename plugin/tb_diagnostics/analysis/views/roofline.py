@@ -15,9 +15,13 @@ Copies between host and device (``Memcpy HtoD`` / ``DtoH``) cross the host link,
 device memory: their group is *host-link*-bound, its ideal time is the bytes copied over
 the link's rate per direction (:mod:`..cost.host_link`), pageable copies flagged.
 Collective kernels and ops (:mod:`..cost.collectives`) are communication: they are
-counted apart, never as unmodelled compute.
+counted apart, never as unmodelled compute. A group whose cost is only a memory lower
+bound (:mod:`..cost.bounds`: a custom op with shapes but no formula, a KV-cache
+attention) is not modelled: it gets ``bound_us`` (bytes / bandwidth, a bound on its
+time), no ideal time, no bound class, and no FLOPs in the step figures.
 
-The precision of a product comes from its input types (bf16/fp16/fp8/int8 at once);
+The precision of a product comes from its input types (bf16/fp16/fp8/fp4/int8 at once;
+fp4/fp6 on a part without FP4/FP6 math is rated at bf16, to which its kernels dequantise);
 fp32 inputs run as TF32 when the kernel is a TF32 tensor-op kernel, else on the CUDA
 cores. Memory-side ops run on the vector units, so their ceiling is the fp32 (fp64)
 peak. Per step: FLOPs, achieved TFLOP/s over the wall time, and FLOP utilisation
@@ -33,6 +37,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.cost.host_link import HOST_COPY, PAGEABLE_COPY, HostLink, host_link
 from tb_diagnostics.analysis.cost.peaks import (
+    PEAK_KEYS,
     DevicePeaks,
     PeaksFileError,
     lookup,
@@ -57,7 +62,7 @@ KERNEL_PRECISION = [
     ("fp64", re.compile(r"dgemm|f64|double", re.I)),
     ("fp32", re.compile(r"sgemm|scudnn|simt|<float|f32f32_f32f32|gemm_f32|fp32", re.I)),
 ]
-PRODUCT_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+PRODUCT_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 BOUNDS = ("compute", "memory", "host-link")
 
 
@@ -77,10 +82,18 @@ class GroupFigures:
     #: Bytes its host↔device copies moved over the host link (0 for device-side work).
     link_bytes: float = 0.0
     pageable: bool = False  # some of those copies were from/to pageable host memory
+    #: A lower bound on its time, bytes / bandwidth, when its cost is only a memory lower
+    #: bound (``lower_bound``); it is then neither modelled nor priced (``ideal_us`` None).
+    bound_us: float | None = None
 
     @property
     def modelled(self) -> bool:
-        return self.group.cost is not None
+        return self.group.cost is not None and not self.group.cost.lower_bound
+
+    @property
+    def lower_bound(self) -> bool:
+        """Its cost is only the bytes it moves at the least (no FLOPs, no roofline)."""
+        return self.group.cost is not None and self.group.cost.lower_bound
 
     @property
     def intensity(self) -> float | None:
@@ -174,6 +187,10 @@ def peak_precision(precision: str | None, tensor_op: bool, peaks: DevicePeaks | 
     if precision is None:
         return None
     key = precision if precision in PRODUCT_PRECISIONS else "fp32"
+    if key in ("fp4", "fp6") and (key not in PEAK_KEYS or (
+            peaks is not None and peaks.peak(key) is None)):
+        # No FP4/FP6 math on this part (or in the table): the kernels dequantise to 16 bits.
+        key = "bf16"
     if peaks is not None and peaks.peak(key) is None and key != "fp32":
         key = "fp32"  # e.g. bf16 on a V100: emulated on the CUDA cores
     return key
@@ -238,6 +255,11 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
         cost = grp.cost
         flops = cost.flops * calls[g] if cost else 0.0
         nbytes = cost.bytes * calls[g] if cost else 0.0
+        bound_us = None
+        if cost is not None and cost.lower_bound:
+            # Only the bytes it moves at the least: a bound on its time, no roofline.
+            bound_us = nbytes / (bw * 1e3) if bw else None
+            cost = None
         key = peak_precision(precisions[g], cost.tensor_op, peaks) if cost else None
         peak = peaks.peak(key) if peaks is not None and key else None
         ideal = bound = None
@@ -253,7 +275,7 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
                                  device_us=float(device_us[g]), ideal_us=ideal, bound=bound,
                                  link_bytes=float(link_bytes[g]) if bound == "host-link"
                                  else 0.0, pageable=bool(pageable[g])
-                                 and bound == "host-link"))
+                                 and bound == "host-link", bound_us=bound_us))
 
     n_windows = len(analysis.windows)
     window = window_of_rows(analysis, oc.rows)

@@ -1,0 +1,85 @@
+"""Which op call bounds the device work no counted op owns.
+
+The cost model prices the ops it knows (:mod:`.op_costs`); the kernels a custom op
+launches (vLLM's ``_C::rotary_embedding``, a MoE kernel, a Triton kernel inside a
+``torch.library`` op) belong to no priced call. When the op that launched such work,
+or the nearest op above it, recorded its tensor shapes, the bytes of those tensors are
+a memory lower bound (:mod:`..cost.bounds`) on the work. The op chosen for an activity
+is the nearest op at or above its launch that:
+
+- recorded ``Input Dims``, and is not an op the cost model knows (those are priced, or
+  say why not) nor a collective (communication, never compute);
+- has no counted op inside it (its bytes would count that op's bytes again);
+- has no other chosen op inside it (the deepest bound is the tightest: the same rule
+  as the counted calls).
+
+Collective kernels are left alone: they are communication.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_diagnostics.analysis.cost.collectives import COLLECTIVE_KERNEL, is_collective
+from tb_diagnostics.analysis.cost.model import family_of
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.hierarchy import launching_op
+
+
+def climb(parent: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """For each row in ``start``, the nearest row at or above it where ``stop`` holds, or -1."""
+    at = start.astype(np.int32).copy()
+    todo = np.flatnonzero((at >= 0) & ~stop[np.maximum(at, 0)])
+    while todo.size:
+        at[todo] = parent[at[todo]]
+        todo = todo[at[todo] >= 0]
+        todo = todo[~stop[at[todo]]]
+    return at
+
+
+def ancestors(parent: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """A mask of every row strictly above any of ``rows``."""
+    mask = np.zeros(n, dtype=bool)
+    at = np.unique(parent[rows]) if rows.size else rows
+    at = at[at >= 0]
+    while at.size:
+        at = at[~mask[at]]
+        mask[at] = True
+        at = np.unique(parent[at])
+        at = at[at >= 0]
+    return mask
+
+
+def bounding_ops(analysis: SpanAnalysis, owner: np.ndarray, counted: np.ndarray,
+                 ) -> np.ndarray:
+    """Per device activity (``device_activity_rows`` order), the op row whose lower bound
+    it belongs to, or -1 (owned by a counted op, a collective, or nothing to bound)."""
+    m = analysis.model
+    out = np.full(owner.shape[0], -1, dtype=np.int32)
+    free = np.flatnonzero(owner < 0)
+    ops = analysis.op_rows
+    if not free.size or not ops.size:
+        return out
+    n = len(m)
+    candidate = np.zeros(n, dtype=bool)
+    candidate[ops] = m.input_dims[ops] >= 0
+    ids, code = m.name_groups(ops)
+    names = [m.strings[i] for i in ids.tolist()]
+    known = np.asarray([family_of(s) is not None for s in names] or [False])
+    comm = np.asarray([is_collective(s) for s in names] or [False])
+    candidate[ops[(known | comm)[code]]] = False
+    candidate &= ~ancestors(m.parent, counted, n)
+    # A collective op stops the climb too: the work under it is communication.
+    collective = np.zeros(n, dtype=bool)
+    collective[ops[comm[code]]] = True
+    kernel_ids = np.asarray([i for i, s in enumerate(m.strings) if COLLECTIVE_KERNEL.search(s)],
+                            dtype=np.int32)
+    free = free[~np.isin(m.name[m.device_activity_rows[free]], kernel_ids)]
+    at = climb(m.parent, launching_op(analysis)[free], candidate | collective)
+    at[(at >= 0) & collective[np.maximum(at, 0)]] = -1
+    chosen = np.unique(at[at >= 0])
+    if chosen.size:
+        inner_of_another = ancestors(m.parent, chosen, n)
+        at[(at >= 0) & inner_of_another[np.maximum(at, 0)]] = -1
+    out[free] = at
+    return out
