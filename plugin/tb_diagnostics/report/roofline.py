@@ -2,7 +2,7 @@
 
 Shapes (keys only added, never renamed):
 
-- ``roofline.device``: ``{name, peaks: {fp64, fp32, tf32, bf16, fp16, fp8, int8,
+- ``roofline.device``: ``{name, peaks: {fp64, fp32, tf32, bf16, fp16, fp8, fp6, fp4, int8,
   hbm_gbps}, source}``: TFLOP/s, GB/s, null when unknown;
 - ``roofline.ops``: one entry per op group (name, shapes, types), busiest first:
   ``{name, input_dims, input_types, concrete_inputs, family, calls, flops, bytes,
