@@ -182,6 +182,16 @@ def _whatif_item(line: str, sub: list[str]) -> str:
     return f"<li>{_e(line)}{inner}</li>"
 
 
+def _run_section(run: dict[str, Any]) -> str:
+    """A run's own notes (a run-level rule that raised…) and findings (stragglers,
+    imbalance across ranks), as the text and Markdown reports give them."""
+    notes = "".join(f'<p class="note">Note: {_e(x)}</p>' for x in run.get("notes") or ())
+    found = "".join(_finding(f, None) for f in run.get("findings") or ())
+    return (f'<section class="span run"><h2><code>{_e(run["run"])}</code> · '
+            f'{len(run.get("ranks") or [])} ranks</h2>{notes}'
+            + (f"<h3>Findings</h3>{found}" if found else "") + "</section>")
+
+
 def _finding(f: dict[str, Any], span: dict[str, Any] | None) -> str:
     save = saving_text(f, span)
     tail = f" — {save}" if save else ""
@@ -263,6 +273,8 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
     body = ['<h1>tb-diagnostics report</h1>']
     if not doc["runs"]:
         body.append(f"<p>No PyTorch profiler traces under <code>{_e(doc['logdir'])}</code>.</p>")
+    # The log dir's notes (links not followed…), as the text and Markdown reports give them.
+    body.extend(f'<p class="note">Note: {_e(x)}</p>' for x in doc.get("notes") or ())
     for run, worker, span in _spans(doc):
         body.append(f'<section class="span"><h2><code>{_e(run)}</code> · <code>{_e(worker)}'
                     f'</code> · span <code>{_e(span["span"])}</code></h2>')
@@ -287,6 +299,7 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
             body.append(f'<h3>Dispatch chain of step {_e("(all)" if step is None else step)}'
                         f'</h3>{_tree(tree)}')
         body.append("</section>")
+    body.extend(_run_section(r) for r in doc["runs"] if r.get("findings") or r.get("notes"))
     if extra_markdown:
         body.append(f"<h2>Comparison</h2><pre>{_e(extra_markdown)}</pre>")
     # A file name that is not UTF-8 shows with U+FFFD: the page is valid UTF-8.
