@@ -82,9 +82,10 @@ def test_an_unknown_ada_part_is_estimated_from_its_sm_count():
 
 
 def test_an_unknown_geforce_part_takes_the_geforce_reference():
-    # Hand-made: 64 SMs of Ada on a GeForce name: half the RTX 4090's 128.
+    # Hand-made: 64 SMs of Ada on a GeForce name no row has (a made-up model number, so
+    # that rows added for real parts never take it): half the RTX 4090's 128.
     block = {"computeMajor": 8, "computeMinor": 9, "numSms": 64}
-    got = lookup("NVIDIA GeForce RTX 4070 Ti SUPER", block)
+    got = lookup("NVIDIA GeForce RTX 4075", block)
     assert got.identified_by == "estimate"
     assert (got.peak("fp32"), got.peak("bf16"), got.peak("int8")) == (41.3, 82.6, 330.3)
 

@@ -42,11 +42,13 @@ def test_every_row_is_cited(row):
     # A URL for the page the figures came from; two older rows admit, in their source,
     # that the stored copy lacked the datasheet, and say so rather than cite nothing.
     assert "http" in row["source"] or NOT_FOUND in row["source"], row["name"]
-    missing = [k for k in PEAK_KEYS if row["peaks"][k] is None]
-    # A part that has the unit but no figure says so; a part without the unit (Volta has
-    # no BF16) says nothing. Either way nothing is made up: null, not a sibling's figure.
-    if set(missing) & {"fp32", "hbm_gbps"}:
-        assert _admits(row), (row["name"], missing)
+    # Every part has FP32 units and memory: a null there is explained, either as "not
+    # found in the stored copy" or as "<key> is null: <why>" (a laptop part's memory clock
+    # varies by laptop). Other precisions may be null silently: the part lacks the unit
+    # (Volta has no BF16). Either way nothing is made up: null, not a sibling's figure.
+    for key in ("fp32", "hbm_gbps"):
+        if row["peaks"][key] is None:
+            assert _admits(row) or _admits(row, f"{key} is null"), (row["name"], key)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["name"])
@@ -65,7 +67,9 @@ def test_every_rows_precisions_are_in_the_order_the_hardware_runs_them(row):
     p = row["peaks"]
 
     def le(lo: str, hi: str) -> bool:
-        return p[lo] is None or p[hi] is None or p[lo] <= p[hi]
+        # 1 % for rounding: sources round equal rates differently (GeForce TF32 is the
+        # FP32 rate: 104.8 vs 104.75 on an RTX 5090).
+        return p[lo] is None or p[hi] is None or p[lo] <= p[hi] * 1.01
 
     # fp64 <= fp32, except AMD CDNA, whose FP64 matrix rate exceeds its vector FP32
     # (MI250X: 47.85 vs 23.95).
@@ -77,7 +81,7 @@ def test_every_rows_precisions_are_in_the_order_the_hardware_runs_them(row):
                    ("fp8", "fp6"), ("fp6", "fp4"), ("fp8", "fp4")):
         assert le(lo, hi), f"{lo} > {hi}"
     if row["name"].startswith("NVIDIA") and None not in (p["bf16"], p["fp16"]):
-        assert p["bf16"] == p["fp16"], "NVIDIA Tensor Cores run BF16 at the FP16 rate"
+        assert p["bf16"] == pytest.approx(p["fp16"], rel=0.01), "NVIDIA: BF16 = FP16 rate"
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["name"])
@@ -99,9 +103,11 @@ def test_no_row_holds_a_sparse_figure(row):
     r = ratio("fp6", "fp8")
     assert r is None or r <= 2.1, f"fp6/fp8 = {r}"
     # FP4 is twice FP8 on Blackwell and three times it on Blackwell Ultra (B300 13.1 of
-    # 4.5, GB300 15 of 5 PFLOP/s dense); a sparse FP4 figure would read 4x or 6x.
+    # 4.5, GB300 15 of 5 PFLOP/s dense); a sparse FP4 figure would read 4x or 6x. GeForce
+    # halves FP8 with FP32 accumulate but not FP4, so there FP4 is four times FP8.
     r = ratio("fp4", "fp8")
-    assert r is None or r <= 3.1, f"fp4/fp8 = {r}"
+    limit = 4.2 if "GeForce" in row["name"] else 3.1
+    assert r is None or r <= limit, f"fp4/fp8 = {r}"
     # INT8 runs at the FP8 rate, or twice it where FP8 accumulates at half rate
     # (GeForce Ada), and at twice the 16-bit rate on parts without FP8 (A100 312/624).
     r = ratio("int8", "fp8")
