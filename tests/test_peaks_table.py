@@ -290,3 +290,74 @@ def test_a_name_word_no_row_has_marks_a_variant_the_table_lacks():
     got = lookup("NVIDIA RTX 4000 SFF Ada Generation", block)
     assert got.identified_by == "estimate"
     assert got.peak("bf16") != lookup("NVIDIA RTX 4000 Ada Generation").peak("bf16")
+
+
+#: Consumer NVIDIA and AMD parts: each name as torch.cuda.get_device_name() reports it
+#: (ROCm's Radeon names with and without the vendor) and the row it must get by name.
+CONSUMER_AND_AMD_NAMES = [
+    ("NVIDIA GeForce RTX 2060", "NVIDIA GeForce RTX 2060"),
+    ("NVIDIA GeForce RTX 2060 SUPER", "NVIDIA GeForce RTX 2060 SUPER"),
+    ("NVIDIA GeForce RTX 2070", "NVIDIA GeForce RTX 2070"),
+    ("NVIDIA GeForce RTX 2070 SUPER", "NVIDIA GeForce RTX 2070 SUPER"),
+    ("NVIDIA GeForce RTX 2080", "NVIDIA GeForce RTX 2080"),
+    ("NVIDIA GeForce RTX 2080 SUPER", "NVIDIA GeForce RTX 2080 SUPER"),
+    ("NVIDIA TITAN RTX", "NVIDIA TITAN RTX"),
+    ("NVIDIA GeForce RTX 3060", "NVIDIA GeForce RTX 3060"),
+    ("NVIDIA GeForce RTX 3060 Ti", "NVIDIA GeForce RTX 3060 Ti"),
+    ("NVIDIA GeForce RTX 3070", "NVIDIA GeForce RTX 3070"),
+    ("NVIDIA GeForce RTX 3070 Ti", "NVIDIA GeForce RTX 3070 Ti"),
+    ("NVIDIA GeForce RTX 3080", "NVIDIA GeForce RTX 3080"),
+    ("NVIDIA GeForce RTX 3080 Ti", "NVIDIA GeForce RTX 3080 Ti"),
+    ("NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090 Ti"),
+    ("NVIDIA GeForce RTX 4060", "NVIDIA GeForce RTX 4060"),
+    ("NVIDIA GeForce RTX 4060 Ti", "NVIDIA GeForce RTX 4060 Ti"),
+    ("NVIDIA GeForce RTX 4070", "NVIDIA GeForce RTX 4070"),
+    ("NVIDIA GeForce RTX 4070 SUPER", "NVIDIA GeForce RTX 4070 SUPER"),
+    ("NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070 Ti"),
+    ("NVIDIA GeForce RTX 4070 Ti SUPER", "NVIDIA GeForce RTX 4070 Ti SUPER"),
+    ("NVIDIA GeForce RTX 4080", "NVIDIA GeForce RTX 4080"),
+    ("NVIDIA GeForce RTX 4080 SUPER", "NVIDIA GeForce RTX 4080 SUPER"),
+    ("NVIDIA GeForce RTX 3080 Laptop GPU", "NVIDIA GeForce RTX 3080 Laptop GPU"),
+    ("NVIDIA GeForce RTX 3070 Laptop GPU", "NVIDIA GeForce RTX 3070 Laptop GPU"),
+    ("NVIDIA GeForce RTX 4080 Laptop GPU", "NVIDIA GeForce RTX 4080 Laptop GPU"),
+    ("NVIDIA GeForce RTX 4070 Laptop GPU", "NVIDIA GeForce RTX 4070 Laptop GPU"),
+    ("NVIDIA GeForce RTX 4060 Laptop GPU", "NVIDIA GeForce RTX 4060 Laptop GPU"),
+    ("NVIDIA GeForce RTX 5090", "NVIDIA GeForce RTX 5090"),
+    ("NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D"),
+    ("NVIDIA GeForce RTX 5090D", "NVIDIA GeForce RTX 5090 D"),
+    ("NVIDIA GeForce RTX 5090 D v2", "NVIDIA GeForce RTX 5090 D v2"),
+    ("NVIDIA GeForce RTX 5080", "NVIDIA GeForce RTX 5080"),
+    ("NVIDIA GeForce RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti"),
+    ("NVIDIA GeForce RTX 5070", "NVIDIA GeForce RTX 5070"),
+    ("NVIDIA GeForce RTX 5060 Ti", "NVIDIA GeForce RTX 5060 Ti"),
+    ("NVIDIA GeForce RTX 5060", "NVIDIA GeForce RTX 5060"),
+    ("NVIDIA GeForce RTX 5090 Laptop GPU", "NVIDIA GeForce RTX 5090 Laptop GPU"),
+    ("NVIDIA GeForce RTX 5080 Laptop GPU", "NVIDIA GeForce RTX 5080 Laptop GPU"),
+    ("AMD Instinct MI100", "AMD Instinct MI100"),
+    ("AMD Instinct MI210", "AMD Instinct MI210"),
+    ("AMD Instinct MI300A", "AMD Instinct MI300A"),
+    ("AMD Instinct MI355X", "AMD Instinct MI355X"),
+    ("AMD Instinct MI355X OAM", "AMD Instinct MI355X"),
+    ("AMD Instinct MI350X", "AMD Instinct MI350X"),
+    ("AMD Instinct MI350 OAM", "AMD Instinct MI350X"),
+    ("Radeon RX 7900 XTX", "AMD Radeon RX 7900 XTX"),
+    ("AMD Radeon RX 7900 XTX", "AMD Radeon RX 7900 XTX"),
+    ("Radeon RX 7900 XT", "AMD Radeon RX 7900 XT"),
+    ("AMD Radeon RX 7900 XT", "AMD Radeon RX 7900 XT"),
+]
+
+
+@pytest.mark.parametrize(("device", "row"), CONSUMER_AND_AMD_NAMES)
+def test_consumer_and_amd_rows_resolve_from_the_reported_names(device, row):
+    got = lookup(device)
+    assert got is not None and (got.name, got.identified_by) == (row, "name")
+
+
+@pytest.mark.parametrize(("variant", "base"), [
+    ("NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070"),
+    ("NVIDIA GeForce RTX 4070 Laptop GPU", "NVIDIA GeForce RTX 4070"),
+    ("NVIDIA GeForce RTX 3080 Ti Laptop GPU", "NVIDIA GeForce RTX 3080 Laptop GPU"),
+])
+def test_a_sibling_consumer_part_does_not_take_the_base_row(variant, base):
+    got = lookup(variant)
+    assert got is None or got.name != base
