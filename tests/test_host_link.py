@@ -148,7 +148,8 @@ def test_collectives_are_communication_not_unmodelled(tmp_path):
     a, sec, _ = _section(b)
     assert sec["unmodelled"] == [{"name": "my_lib::fancy_op",
                                   "reason": "no cost model for this op",
-                                  "calls": 1, "device_us": 7.0}]
+                                  "calls": 1, "device_us": 7.0, "lower_bound_bytes": None,
+                                  "lower_bound_us": None}]
     assert sec["unmodelled_device_us"] == 7.0
     assert sec["communication"] == {"activities": 2, "device_us": 65.0}
     assert roofline(a).communication == (2, 65.0)
