@@ -61,7 +61,8 @@ def test_a_compiling_step_does_not_decide_the_span(tmp_path: Path):
     a = b.analysis()
     w3 = a.windows[2]
     assert w3.idle["compile"] == pytest.approx(49_996.0)
-    assert w3.verdict != "compute-bound"  # judged on its other 1004 µs: nothing computed
+    # The device idles 49,996 of its 51,000 µs while the host compiles: compile-bound.
+    assert (w3.verdict, w3.main_idle_cause) == ("compile-bound", "compile")
     v = span_verdict(a)
     # By wall, step 3's 51 ms would outweigh the other three steps' 3 ms.
     assert v.verdict == "compute-bound"
@@ -78,6 +79,38 @@ def test_a_compiling_step_does_not_decide_the_span(tmp_path: Path):
     assert other["judged_us"] == pytest.approx(1004.0)
     assert top["share"] == pytest.approx(3000.0 / 4004.0, abs=1e-6)
     # The headline gives the time judged, and says it is.
-    assert "(3 compute-bound steps take 3.00 ms of 4.00 ms judged; 1 " in headline(span)
+    assert ("(3 compute-bound steps take 3.00 ms of 4.00 ms judged; 1 compile-bound, step 3, "
+            "takes 1.00 ms (51.00 ms with one-time costs))") in headline(span)
     # A compare of the run says the same verdict.
     assert run_summary(doc["runs"][0])["verdict"] == "compute-bound"
+
+
+def test_a_window_that_only_compiles_is_compile_bound(tmp_path: Path):
+    """No steps: 10 ms of Dynamo/Inductor compilation and 0.5 ms of eager work. It was
+    called overhead-bound ("nothing recorded on the host") by its 0.5 ms rest."""
+    b = TraceBuilder(tmp_path / "log" / "run")
+    b.op("entire_frame_compile", 0, 10_000)
+    b.op("_compile.compile_inner (dynamo_timed)", 1, 9_998)
+    b.op("aten::mm", 10_010, 20)
+    b.launch("gemm_kernel", 10_015, 10_030, 300)
+    b.write()
+    doc = build_document(scan_logdir(str(tmp_path / "log")))
+    (span,) = [s for r in doc["runs"] for wk in r["workers"] for s in wk["spans"]]
+    (w,) = span["steps"]
+    assert (w["verdict"], w["main_idle_cause"]) == ("compile-bound", "compile")
+    assert span["verdict"] == "compile-bound"
+    compile_us, wall = w["idle"]["compile_us"], w["wall_us"]
+    assert compile_us >= 0.5 * wall
+    assert headline(span).startswith(
+        "The span is compile-bound: the device sits idle 10.00 ms of the span's "
+        f"{wall / 1000:.2f} ms ({100 * compile_us / wall:.0f}%) while the host compiles "
+        "(Dynamo, AOTAutograd, Inductor), a one-time cost")
+    assert "compile-overhead" in {f["rule"] for f in span["findings"]}
+
+
+def test_a_step_compiling_under_half_its_wall_is_judged_on_the_rest(tmp_path: Path):
+    b = TraceBuilder(tmp_path / "log" / "run")
+    _compute_steps_and_one_that_compiles(b, compile_us=800.0)
+    w3 = b.analysis().windows[2]
+    assert w3.idle["compile"] < 0.5 * w3.wall_us
+    assert w3.verdict != "compile-bound" and w3.main_idle_cause != "compile"

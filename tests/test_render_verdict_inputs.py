@@ -87,15 +87,18 @@ def test_one_time_costs_are_left_out_and_shown_apart(builder):
     compile_in_step(builder)
     doc = _doc(builder)
     span = _span(doc)
+    # Step 3 idles 5 ms of its 6 ms while the host compiles: compile-bound, and weighed by
+    # the 1 ms it was judged on (the span's verdict weighs the time judged).
     assert headline(span) == (
-        "Steps 1–4 are compute-bound: the GPU is busy 88% of each step and idle 12%, mostly "
-        "with nothing recorded on the host (60% of the idle time), not counting 5.00 ms of "
-        "compilation (one-time).")
+        "Steps 1–2, 4 are compute-bound (3 compute-bound steps take 3.00 ms of 4.00 ms "
+        "judged; 1 compile-bound, step 3, takes 1.00 ms (6.00 ms with one-time costs)): the "
+        "GPU is busy 88% of each step and idle 12%, mostly with nothing recorded on the host "
+        "(60% of the idle time).")
     lines = render_text(doc).splitlines()
     head = next(x for x in lines if x.strip().startswith("step "))
     assert head.rstrip().endswith("other ms  compile ms")
     row = next(x for x in lines if x.strip().startswith("#3 "))
-    assert row.split()[:4] == ["#3", "6.00", "15%", "compute-bound"]
+    assert row.split()[:4] == ["#3", "6.00", "15%", "compile-bound"]
     assert row.split()[-1] == "5.00"
     page = render_html(doc)
     assert f'fill="{palette()["compile"]}"><title>step 3: compiling (one-time) 5.00 ms' in page

@@ -25,6 +25,7 @@ from tb_diagnostics.analysis.steps import (
 from tb_diagnostics.analysis.verdict import (
     COMPILING_MIN_US,
     Thresholds,
+    compile_bound,
     host_limited_verdict,
     idle_split,
     main_idle_cause,
@@ -376,7 +377,10 @@ class SpanAnalysis:
             frac = compute_k / judged if judged > 0 else 0.0
             cause = main_idle_cause(idle_k, alone_k)
             verdict, verdict_by = verdict_of(frac, cause, th), None
-            if limited is not None and limited.host[k]:
+            if compile_bound(idle_k["compile"], wall_l[k]):
+                # Mostly compiling: the compile bounds the step, not the work around it.
+                verdict, verdict_by, cause = "compile-bound", "compilation", "compile"
+            elif limited is not None and limited.host[k]:
                 verdict = host_limited_verdict(limited.input_us[k], limited.issue_us[k])
                 verdict_by = "launch-backlog"
             flags = ["inferred"] if hs.inferred else []

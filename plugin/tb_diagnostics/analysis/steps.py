@@ -46,7 +46,9 @@ class StepWindow:
     flags: list[str] = field(default_factory=list)
     # What decided the verdict where compute_busy and the main cause did not: None, or
     # "launch-backlog" (a warm step whose device drains work queued earlier for a host
-    # that issues less than the device runs: the host is the limit, views.backlog).
+    # that issues less than the device runs: the host is the limit, views.backlog), or
+    # "compilation" (the device idle while the host compiles for most of the step:
+    # compile-bound, main cause "compile"; verdict.compile_bound).
     verdict_by: str | None = None
 
     @property

@@ -27,6 +27,11 @@ autotuning: ``views.compiled``) and a kernel's first launch loading its module
 ``idle["module_load"]``), taken before every cause (so a sync inside an
 autotuning compile is compilation, and a 420 ms first launch is no launch
 overhead), and left out of the time the step is judged on (:data:`UNJUDGED`).
+Where the device sits idle while the host compiles for most of a step
+(:data:`COMPILE_BOUND_SHARE` of its wall), compilation is what bounds it: the step is
+*compile-bound*, its main cause ``compile`` (:func:`compile_bound`), not judged by the
+little work around the compile (which the "overhead-bound, nothing recorded" of an idle
+rest would misname).
 
 A busy device is not always the limit: a warm step whose device runs on work
 queued before it, while the queue shrinks and the host needs longer to issue a
@@ -56,6 +61,9 @@ IDLE_CAUSES = ("input", "sync", "comm", "launch", "other")
 #: Idle time that is the profiler's own or a one-time cost: labelled, never a cause, and
 #: left out of the time a step is judged on.
 UNJUDGED = ("profiler", "compile", "module_load")
+#: A step whose device sits idle while the host compiles for at least this share of its
+#: wall is compile-bound ("most of its wall"): a one-time cost bounds it.
+COMPILE_BOUND_SHARE = 0.5
 #: A window with at least this much host compile time (µs) is flagged ``compiling``
 #: (compile-overhead's threshold for compilation inside the window).
 COMPILING_MIN_US = 1000.0
@@ -71,7 +79,7 @@ CAUSE_VERDICT = {
     "other": "overhead-bound",
 }
 VERDICTS = ("compute-bound", "overhead-bound", "input-bound", "sync-bound",
-            "communication-bound", "mixed")
+            "communication-bound", "mixed", "compile-bound")
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,12 @@ def verdict(compute_busy: float, idle: dict[str, float], th: Thresholds,
     ``compute_busy`` is taken over the step without the profiler's own time.
     """
     return verdict_of(compute_busy, main_idle_cause(idle, exposed_collective), th)
+
+
+def compile_bound(idle_compile_us: float, wall_us: float) -> bool:
+    """Whether a step is compile-bound: its device idle while the host compiles
+    (``idle["compile"]``) is at least :data:`COMPILE_BOUND_SHARE` of its wall."""
+    return wall_us > 0 and idle_compile_us >= COMPILE_BOUND_SHARE * wall_us
 
 
 def verdict_of(compute_busy: float, cause: str | None, th: Thresholds) -> str:

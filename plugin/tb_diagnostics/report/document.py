@@ -16,6 +16,7 @@ from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.logdir import LogDir, Run, SpanFile
 from tb_diagnostics.report.distributed import add_run_analysis
+from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.launch_queue import add_launch_queue
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
 from tb_diagnostics.report.whatif import whatif_section
@@ -46,8 +47,10 @@ def step_document(w: StepWindow) -> dict[str, Any]:
         "idle": {f"{c}_us": _us(v) for c, v in w.idle.items()},
         "verdict": w.verdict,
         # Where something other than compute_busy and the main cause decided the verdict
-        # (a warm step draining a launch backlog), why, in words; None otherwise.
-        "verdict_reason": None,
+        # (a warm step draining a launch backlog, a step mostly compiling), why, in words;
+        # None otherwise.
+        "verdict_reason": (compile_reason(w.idle["compile"], w.wall_us)
+                           if w.verdict_by == "compilation" else None),
         "main_idle_cause": w.main_idle_cause,
         "self_cpu_us": _us(w.self_cpu_us),
         "self_device_us": None if w.self_device_us is None else _us(w.self_device_us),

@@ -115,7 +115,10 @@ def headline(span: dict[str, Any]) -> str:
             f"{unit if len(n) == 1 else unit + 's'} {step_ranges(n)}: {v}"
             for v, n in by_verdict.items()) + ")"
     drained = [s for s in same if s.get("verdict_reason")]
-    if drained and len(drained) == len(same):
+    if verdict == "compile-bound":
+        # Compilation bounds these steps: how much of them it took says why.
+        text = f"{subject}: {_compile_text(span, same, numbers, unit)}"
+    elif drained and len(drained) == len(same):
         # The backlog decided the verdict: the device looked busy, the host is the limit.
         text = f"{subject}: {_backlog_text(drained, unit)}"
     else:
@@ -163,6 +166,33 @@ def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[i
                      f"{'per ' + unit if numbers else 'in the span'}")
         text += ")"
     return text + _left_out_text(same)
+
+
+#: What compiles inside a window (``views.compiled``), in words.
+_COMPILERS = "Dynamo, AOTAutograd, Inductor"
+
+
+def compile_reason(idle_compile_us: float, wall_us: float, unit: str = "step") -> str:
+    """A compile-bound step's ``verdict_reason``: ``the device sits idle 49.99 ms of the
+    step's 51.00 ms (98%) while the host compiles (Dynamo, AOTAutograd, Inductor), a
+    one-time cost``."""
+    share = idle_compile_us / wall_us if wall_us > 0 else 0.0
+    return (f"the device sits idle {_dur(idle_compile_us)} of the {unit}'s {_dur(wall_us)} "
+            f"({_pct(share)}) while the host compiles ({_COMPILERS}), a one-time cost")
+
+
+def _compile_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[int],
+                  unit: str) -> str:
+    """Compile-bound steps: the share of their wall the device idled while the host
+    compiled (one step: its ``verdict_reason``)."""
+    wall = sum(s["wall_us"] for s in same)
+    idle = sum(s["idle"].get("compile_us", 0.0) for s in same)
+    if len(same) == 1:
+        return compile_reason(idle, wall, unit if numbers else "span")
+    device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
+    return (f"the {device} sits idle {_pct(idle / wall if wall > 0 else 0.0)} of their wall "
+            f"({_dur(idle)} of {_dur(wall)}) while the host compiles ({_COMPILERS}), "
+            "a one-time cost")
 
 
 def _left_out_text(same: list[dict[str, Any]]) -> str:
@@ -239,13 +269,16 @@ def _split_text(span: dict[str, Any], warm: list[dict[str, Any]]) -> str:
     for i, x in enumerate(split):
         n = len(x["steps"])
         verb = "takes" if n == 1 else "take"
+        # Steps whose wall holds one-time costs give it too: "1.00 ms (6.00 ms with …)".
+        full = (f" ({_dur(x['wall_us'])} with one-time costs)"
+                if x["wall_us"] - judged(x) > 0.5 else "")
         if i == 0:
             parts.append(f"{n} {x['verdict']} {unit}{'' if n == 1 else 's'} {verb} "
-                         f"{_dur(judged(x))} of {_dur(total)}{of}")
+                         f"{_dur(judged(x))}{full} of {_dur(total)}{of}")
             continue
         nums = [st for st in x["steps"] if st is not None]
         where = f", {unit if n == 1 else unit + 's'} {step_ranges(nums)}," if nums else ""
-        parts.append(f"{n} {x['verdict']}{where} {verb} {_dur(judged(x))}")
+        parts.append(f"{n} {x['verdict']}{where} {verb} {_dur(judged(x))}{full}")
     return "; ".join(parts)
 
 

@@ -48,6 +48,7 @@ export const VERDICT_CAUSE = {
   "sync-bound": "sync",
   "communication-bound": "comm",
   "overhead-bound": "launch",
+  "compile-bound": "compile",
   mixed: "mixed",
 };
 export const VERDICT_HELP = {
@@ -57,6 +58,7 @@ export const VERDICT_HELP = {
   "sync-bound": "the host blocks in synchronisations and the device then waits for work",
   "communication-bound": "the rank waits for the others or the network: in collective kernels no compute overlaps, or on the host in collectives (all-reduce…) while the device idles",
   mixed: "neither busy nor idle dominates; the main idle cause is shown",
+  "compile-bound": "the device sits idle most of the step while the host compiles (Dynamo, AOTAutograd, Inductor): a one-time cost, not the step's steady work",
 };
 
 /** CSS custom property value (colours live in style.css, per theme). */
