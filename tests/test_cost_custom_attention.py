@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tb_diagnostics.analysis.cost.custom_ops import ATTENTION_OPS, attended_pairs
 from tb_diagnostics.analysis.cost.formula import OpCost
 from tb_diagnostics.analysis.cost.model import family_of, op_cost
+from tb_diagnostics.analysis.cost.serving_ops import SERVING_OPS
 from tb_diagnostics.analysis.cost.shapes import OpArgs
 from tb_diagnostics.trace.categories import keeps_concrete_inputs
 
@@ -126,7 +127,16 @@ def test_a_schema_of_another_version_says_so():
     dims, types, conc = fa3_fwd([2, 64, 4, 64], [2, 64, 4, 64], [2, 64, 4, 64])
     conc[24] = "0.125"
     r = cost("flash_attn_3::fwd", dims, types, conc)
-    assert isinstance(r, str) and "causal" in r and "version" in r
+    assert isinstance(r, OpCost) and r.lower_bound and r.flops == 0
+    assert "causal" in r.why and "version" in r.why
+    assert r.bytes == 4 * 2 * 64 * 4 * 64 * 2  # the bytes are still known: a bound
+
+
+def test_chunked_local_attention_is_not_guessed():
+    dims, types, conc = fa3_fwd([1, 256, 4, 64], [1, 256, 4, 64], [1, 256, 4, 64])
+    conc[27] = "64"
+    r = cost("flash_attn_3::fwd", dims, types, conc)
+    assert isinstance(r, OpCost) and r.lower_bound and "attention_chunk" in r.why
 
 
 # ---- FlashAttention 2 ----------------------------------------------------------------------
@@ -184,16 +194,35 @@ def test_varlen_of_unequal_sequences_is_only_a_lower_bound():
     assert c.bytes == 4 * 4096 * 16 * 128 * 2  # q, k, v read, out written
 
 
-def test_flash_attn_func_finds_causal_for_fa2_and_fa3():
+def test_flash_attn_func_tells_fa2_from_fa3():
     q = [1, 256, 4, 64]
     t = {0: (q, BF16), 1: (q, BF16), 2: (q, BF16)}
-    fa2 = call(12, t, {3: "0.", 5: "True"})  # (q, k, v, dropout_p, softmax_scale, causal…)
-    fa3 = call(12, t, {3: "0.125", 4: "True"})  # (q, k, v, softmax_scale, causal, …)
+    # FA2: (q, k, v, dropout_p, softmax_scale, causal, window_size, …)
+    fa2 = call(12, t, {3: "0.", 5: "True", 6: "[-1, -1]"})
+    # FA3: (q, k, v, softmax_scale, causal, qv, q/k/v_descale, window_size, chunk, …)
+    fa3 = call(16, t, {3: "0.125", 4: "True", 9: "[-1, -1]", 10: "0"})
     half = 4 * 4 * 256 * 256 * 64 / 2
     assert priced("FlashAttnFunc", *fa2).flops == half
     assert priced("FlashAttnFunc", *fa3).flops == half
+    # A 63-key left window (FA2): rows see min(i, 63) + 1 keys, causal.
+    windowed = priced("FlashAttnFunc", *call(12, t, {3: "0.", 5: "True", 6: "[63, 0]"}))
+    assert windowed.flops == 4 * 4 * (64 * 65 / 2 + 192 * 64) * 64
+    # No window recorded (a tuple the profiler did not keep): not guessed, a bound.
+    r = cost("FlashAttnFunc", *call(12, t, {3: "0.", 5: "True"}))
+    assert isinstance(r, OpCost) and r.lower_bound and "window_size" in r.why
     r = cost("FlashAttnFunc", *call(3, t, {}))
-    assert isinstance(r, str) and "causal" in r
+    assert isinstance(r, OpCost) and r.lower_bound and "causal" in r.why
+
+
+def test_flash_attn_varlen_func_of_fa2_and_fa3():
+    t = {0: ([2048, 8, 64], BF16), 1: ([2048, 8, 64], BF16), 2: ([2048, 8, 64], BF16),
+         3: ([3], I32), 4: ([3], I32)}
+    # Two sequences of 1024 (2048 tokens, max_seqlen 1024), causal.
+    expected = 4 * 2 * 8 * 1024 * 1024 * 64 / 2
+    fa2 = call(17, t, {5: "1024", 6: "1024", 7: "0.", 9: "True", 10: "[-1, -1]"})
+    assert priced("FlashAttnVarlenFunc", *fa2).flops == expected
+    fa3 = call(20, t, {7: "1024", 8: "1024", 10: "True", 15: "[-1, -1]", 16: "0"})
+    assert priced("FlashAttnVarlenFunc", *fa3).flops == expected
 
 
 # ---- xformers ------------------------------------------------------------------------------
@@ -215,6 +244,19 @@ def test_xformers_cutlass_mask_types():
     # From the bottom right: S_q · (S_k − S_q + S_k) / 2 = 128 · (384 + 512) / 2.
     bottom = priced("xformers::efficient_attention_forward_cutlass", *cutlass_fwd(q, k, 2))
     assert bottom.flops == 4 * 2 * 8 * (128 * (384 + 512) / 2) * 64
+
+
+def test_xformers_cutlass_block_diagonal_batch_is_varlen():
+    # BlockDiagonalMask: q (1, total, H, K) with seqstart tensors; 4 sequences of 256.
+    dims, types, conc = cutlass_fwd([1, 1024, 8, 64], [1, 1024, 8, 64], 0)
+    for i, shape in ((4, [5]), (5, [5])):
+        dims[i], types[i] = shape, I32
+    conc[6] = conc[7] = "256"
+    c = priced("xformers::efficient_attention_forward_cutlass", dims, types, conc)
+    assert c.flops == 4 * 4 * 8 * 256 * 256 * 64  # not 4·8·1024²·64
+    conc[6] = conc[7] = "512"  # unequal sequences: the split is data
+    r = cost("xformers::efficient_attention_forward_cutlass", dims, types, conc)
+    assert isinstance(r, OpCost) and r.lower_bound and "cu_seqlens" in r.why
 
 
 def test_xformers_cutlass_reads_its_bias():
@@ -301,7 +343,7 @@ def test_the_trace_keeps_concrete_inputs_for_these_ops():
 
 
 _dim = st.lists(st.integers(0, 64), max_size=5)
-_FUZZED = [*sorted(ATTENTION_OPS),
+_FUZZED = [*sorted(ATTENTION_OPS), *sorted(SERVING_OPS),
            *(f"flashinfer::{kind}{URI}_{run}" for kind, run in (
                ("single_prefill", "run"), ("single_decode", "run"),
                ("batch_prefill", "ragged_run"), ("batch_prefill", "paged_run")))]

@@ -1,8 +1,9 @@
-"""Cost formulas of the attention custom ops of FlashAttention 2 and 3, xformers,
-FlashInfer and vLLM, as ``record_shapes`` writes them (q/k/v ``Input Dims``, flags in
+"""Cost formulas of the attention custom ops of FlashAttention 2 and 3 and xformers, as
+``record_shapes`` writes them (q/k/v ``Input Dims``, flags in
 ``Concrete Inputs`` at their position in the op's schema).
 
-FLOPs are those of FlashAttention's own benchmarks: the forward is
+FlashInfer's and vLLM's serving ops are in :mod:`.serving_ops`. FLOPs are those of
+FlashAttention's own benchmarks: the forward is
 2·B·H_q·pairs·(D_qk + D_v), where ``pairs`` is the number of (query, key) pairs the
 kernel computes per batch and head: S_q·S_k without a mask, S_q·(max(0, S_k − S_q) +
 S_k)/2 with the causal mask aligned to the bottom right, and the exact count per query
@@ -21,7 +22,6 @@ guessed.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,12 +29,12 @@ import numpy as np
 from tb_diagnostics.analysis.cost.formula import CannotModel, Formula, need
 from tb_diagnostics.analysis.cost.shapes import PRECISION, OpArgs, numel
 
-_NO_SHAPE = "the query, key or value shape was not recorded"
+NO_SHAPE = "the query, key or value shape was not recorded"
 #: FlashAttention's convention for the backward (see the module docstring).
 BACKWARD_FACTOR = 2.5
-_VARLEN = ("variable-length batch: the sequence lengths are cu_seqlens' values, which "
+VARLEN_WHY = ("variable-length batch: the sequence lengths are cu_seqlens' values, which "
            "the trace does not record (only their total and max_seqlen)")
-_KV_CACHE = ("KV-cache call: the context lengths are tensor values (seqused_k / page "
+KV_CACHE_WHY = ("KV-cache call: the context lengths are tensor values (seqused_k / page "
              "table), which the trace does not record")
 
 
@@ -59,12 +59,12 @@ def attended_pairs(s_q: int, s_k: int, causal: bool, window_left: int = -1,
     return float(np.clip(hi - lo + 1, 0, None).sum())
 
 
-def _precision(a: OpArgs, i: int) -> str | None:
+def precision_of(a: OpArgs, i: int) -> str | None:
     t = a.dtype(i)
     return PRECISION.get(t) if t else None
 
 
-def _bytes_of(a: OpArgs, *indices: int | None, default: int = 2) -> float:
+def tensor_bytes(a: OpArgs, *indices: int | None, default: int = 2) -> float:
     """Bytes of the recorded tensors among ``indices`` (absent ones count 0)."""
     total = 0.0
     for i in indices:
@@ -82,10 +82,16 @@ def _flag(a: OpArgs, i: int, what: str) -> bool:
 
 
 def _window(a: OpArgs, spec: _Spec) -> tuple[int, int]:
+    if spec.window_pair is not None:  # an autograd Function's window_size tuple
+        pair = a.value(spec.window_pair)
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)):
+            raise CannotModel("window_size (a tuple) was not recorded")
+        return pair[0], pair[1]
     if spec.window is None:
         return -1, -1
     sides = [a.value(i) for i in spec.window]
-    if not all(isinstance(s, int) and not isinstance(s, bool) for s in sides):
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in sides):
         raise CannotModel("the sliding-window sizes were not recorded")
     return sides[0], sides[1]
 
@@ -95,14 +101,16 @@ class _Spec:
     """Where an attention op's arguments are (indices into its schema)."""
 
     q: int  # k and v follow
-    causal: int | None  # the causal flag; None: the first bool after v (autograd Functions)
+    causal: int  # the causal flag (xformers: custom_mask_type)
     backward: bool = False
     window: tuple[int, int] | None = None  # window_size_left, window_size_right
+    window_pair: int | None = None  # or one window_size tuple (autograd Functions)
     cu_seqlens: tuple[int, int] | None = None  # cu_seqlens_q / _k (varlen when present)
     max_seqlen: tuple[int, int] | None = None
     kv_cache: tuple[int, ...] = ()  # arguments whose presence means a partial KV read
     out: int | None = None  # the output tensor when it is an argument (its dtype)
     qv: int | None = None  # FA3's extra query against V (MLA): adds D_v to the QK product
+    chunk: int | None = None  # FA3's attention_chunk (chunked local attention when > 0)
     mask_type: bool = False  # ``causal`` holds xformers' custom_mask_type (0, 1, 2)
 
 
@@ -113,21 +121,13 @@ def _causal(a: OpArgs, spec: _Spec) -> tuple[bool, bool]:
         if t not in (0, 1, 2):
             raise CannotModel("custom_mask_type was not recorded")
         return t != 0, t == 1
-    if spec.causal is not None:
-        return _flag(a, spec.causal, "causal"), False
-    # FlashAttnFunc of FA2 (q, k, v, dropout_p, softmax_scale, causal, …) and of FA3
-    # (q, k, v, softmax_scale, causal, …): causal is the first bool after v.
-    for i in range(spec.q + 3, spec.q + 6):
-        if isinstance(a.value(i), bool):
-            return bool(a.value(i)), False
-    raise CannotModel("the causal flag was not recorded")
+    return _flag(a, spec.causal, "causal"), False
 
 
-def _lengths(a: OpArgs, spec: _Spec, total_q: int, total_k: int, bound: float,
-             ) -> tuple[int, int, int]:
+def _lengths(a: OpArgs, spec: _Spec, total_q: int, total_k: int) -> tuple[int, int, int]:
     """(batch, S_q, S_k) of a varlen call, when its shapes force every sequence's length:
     one sequence, or totals that are batch × max_seqlen (all sequences at the maximum)."""
-    cu_q = need(a.shape(spec.cu_seqlens[0]), _VARLEN)
+    cu_q = need(a.shape(spec.cu_seqlens[0]), VARLEN_WHY)
     if len(cu_q) != 1 or cu_q[0] < 2:
         raise CannotModel("cu_seqlens is not a vector of batch + 1 offsets")
     n = cu_q[0] - 1
@@ -137,46 +137,78 @@ def _lengths(a: OpArgs, spec: _Spec, total_q: int, total_k: int, bound: float,
     if isinstance(max_q, int) and isinstance(max_k, int) and \
             total_q == n * max_q and total_k == n * max_k:
         return n, max_q, max_k
-    raise CannotModel(_VARLEN, lower_bound_bytes=bound)
+    raise CannotModel(VARLEN_WHY)
+
+
+def _operands(a: OpArgs, spec: _Spec) -> tuple[list[int], list[int], list[int], bool]:
+    """q, k, v and whether the call is varlen: (total tokens, heads, dim) when cu_seqlens
+    are given (xformers passes them with a leading batch of 1), else (batch, seqlen,
+    heads, dim)."""
+    q, k, v = (need(a.shape(spec.q + j), NO_SHAPE) for j in range(3))
+    varlen = len(q) == 3 or (spec.cu_seqlens is not None
+                             and a.shape(spec.cu_seqlens[0]) is not None)
+    if varlen and len(q) == len(k) == len(v) == 4 and q[0] == k[0] == 1:
+        q, k, v = q[1:], k[1:], v[1:]
+    want = 3 if varlen else 4
+    if not (len(q) == len(k) == len(v) == want):
+        raise CannotModel("attention operands are not (batch, seqlen, heads, dim) or, "
+                          "varlen, (tokens, heads, dim)")
+    return q, k, v, varlen
 
 
 def _attention(spec: _Spec) -> Formula:
     def formula(a: OpArgs, d: int) -> tuple[float, float, str | None]:
-        q, k, v = (need(a.shape(spec.q + j), _NO_SHAPE) for j in range(3))
+        q, k, v, varlen = _operands(a, spec)
         size = a.itemsize(spec.q, d) or d
         out_size = a.itemsize(spec.out, 0) if spec.out is not None else 0
         # FP8 attention writes a 16-bit output (FA3); otherwise the output is q's dtype.
         out_size = out_size or (2 if size == 1 else size)
-        varlen = len(q) == 3
-        if varlen:  # (total_tokens, heads, head dim)
-            if not (len(k) == len(v) == 3):
-                raise CannotModel("varlen q, k and v are not all 3-d")
-            (t_q, h, d_qk), (t_k, h_k, _), d_v = q, k, v[2]
-        elif len(q) == len(k) == len(v) == 4:  # (batch, seqlen, heads, head dim)
-            (b, s_q, h, d_qk), (_, s_k, h_k, _), d_v = q, k, v[3]
-            t_q = b * s_q
-        else:
-            raise CannotModel("attention operands are not (batch, seqlen, heads, dim)")
+        h, d_qk, h_k, d_v = q[-2], q[-1], k[-2], v[-1]
         if h_k == 0 or h % h_k:
             raise CannotModel("query heads are not a multiple of the key/value heads")
+        t_q = numel(q) // max(h * d_qk, 1)
         # Read q, k, v once and write the output once (a backward reads dout, q, k, v, out
         # and writes dq, dk, dv).
         qkv = numel(q) * size + (numel(k) + numel(v)) * (a.itemsize(spec.q + 1, d) or size)
         out = t_q * h * d_v * out_size
         nbytes = 2 * (qkv + out) if spec.backward else qkv + out
-        nbytes += _bytes_of(a, spec.qv, default=size)
+        nbytes += tensor_bytes(a, spec.qv, default=size)
         if any(a.shape(i) is not None for i in spec.kv_cache):
-            raise CannotModel(_KV_CACHE, lower_bound_bytes=numel(q) * size + out)
-        if varlen:
-            b, s_q, s_k = _lengths(a, spec, t_q, t_k, nbytes)
-        causal, top_left = _causal(a, spec)
-        left, right = _window(a, spec)
+            raise CannotModel(KV_CACHE_WHY, lower_bound_bytes=numel(q) * size + out)
+        try:  # the bytes are known from here on: a reason comes with them as a bound
+            if varlen:
+                b, s_q, s_k = _lengths(a, spec, q[0], k[0])
+            else:
+                b, s_q, s_k = q[0], q[1], k[1]
+            causal, top_left = _causal(a, spec)
+            left, right = _window(a, spec)
+            chunk = a.value(spec.chunk) if spec.chunk is not None else 0
+            if not isinstance(chunk, int) or chunk > 0:
+                raise CannotModel("chunked local attention (attention_chunk), which this "
+                                  "model does not count")
+        except CannotModel as why:
+            raise CannotModel(str(why), lower_bound_bytes=nbytes) from None
         pairs = attended_pairs(s_q, s_k, causal, left, right, top_left)
         d_scores = d_qk + (d_v if spec.qv is not None and a.shape(spec.qv) is not None else 0)
         flops = 2.0 * b * h * pairs * (d_scores + d_v)
         if spec.backward:
             flops *= BACKWARD_FACTOR
-        return flops, float(nbytes), _precision(a, spec.q)
+        return flops, float(nbytes), precision_of(a, spec.q)
+
+    return formula
+
+
+def _either(*specs: _Spec) -> Formula:
+    """An autograd Function whose schema differs between library versions (FA2's and
+    FA3's ``FlashAttnFunc`` share the name): the spec whose causal position holds a bool."""
+    formulas = [(_attention(s), s) for s in specs]
+
+    def formula(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+        for f, s in formulas:
+            if isinstance(a.value(s.causal), bool):
+                return f(a, d)
+        raise CannotModel("the causal flag was not recorded",
+                          lower_bound_bytes=tensor_bytes(a, 0, 1, 2, default=d) or None)
 
     return formula
 
@@ -201,7 +233,21 @@ _FA2 = {
         0, 9, window=(10, 11), cu_seqlens=(3, 4), max_seqlen=(5, 6), kv_cache=(15, 16, 17)),
     "flash_attn::_flash_attn_varlen_backward": _Spec(
         1, 15, backward=True, window=(16, 17), cu_seqlens=(9, 10), max_seqlen=(11, 12)),
-    "FlashAttnFunc": _Spec(0, None),
+}
+# FlashAttnFunc.forward(ctx, q, k, v, dropout_p, softmax_scale, causal, window_size, …)
+# in FA2, (ctx, q, k, v, softmax_scale, causal, qv, q_descale, k_descale, v_descale,
+# window_size, attention_chunk, …) in FA3; FlashAttnVarlenFunc.forward(ctx, q, k, v,
+# cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
+# causal, window_size, softcap, alibi_slopes, deterministic, return_softmax, block_table,
+# …) in FA2, (ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+# max_seqlen_q, max_seqlen_k, softmax_scale, causal, qv, q_descale, k_descale, v_descale,
+# window_size, attention_chunk, …) in FA3. The profiler records them without ctx.
+_AUTOGRAD = {
+    "FlashAttnFunc": (_Spec(0, 5, window_pair=6), _Spec(0, 4, window_pair=9, qv=5, chunk=10)),
+    "FlashAttnVarlenFunc": (
+        _Spec(0, 9, window_pair=10, cu_seqlens=(3, 4), max_seqlen=(5, 6), kv_cache=(15,)),
+        _Spec(0, 10, window_pair=15, cu_seqlens=(3, 4), max_seqlen=(7, 8), kv_cache=(5, 6),
+              qv=11, chunk=16)),
 }
 # Dao-AILab/flash-attention hopper/flash_api.cpp, TORCH_LIBRARY(flash_attn_3): fwd(q, k,
 # v, k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k_new, seqused_q,
@@ -215,7 +261,7 @@ _FA2 = {
 # (dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
 # max_seqlen_q, max_seqlen_k, dq, dk, dv, softmax_scale, is_causal, …).
 _FA3_FWD = _Spec(0, 24, window=(25, 26), cu_seqlens=(7, 8), max_seqlen=(12, 13),
-                 kv_cache=(3, 9, 10, 11, 14, 15, 16), out=6, qv=5)
+                 kv_cache=(3, 9, 10, 11, 14, 15, 16), out=6, qv=5, chunk=27)
 _FA3 = {
     "flash_attn_3::fwd": _FA3_FWD,
     "flash_attn_3::_flash_attn_forward": _FA3_FWD,
@@ -262,121 +308,15 @@ def _xformers_bias(name: str) -> Formula:
         if isinstance(window, int) and not isinstance(window, bool) and window > 0:
             raise CannotModel("a local-attention window_size, which this model does not "
                               "count", lower_bound_bytes=nbytes)
-        return flops, nbytes + _bytes_of(a, bias_at, default=d), precision
-
-    return formula
-
-
-# ---- FlashInfer -----------------------------------------------------------------------
-# flashinfer-ai/flashinfer flashinfer/prefill.py and decode.py register one op per
-# compiled variant, ``flashinfer::{uri}_run`` / ``_ragged_run`` / ``_paged_run``, the uri
-# starting with the kind (flashinfer/jit/attention/modules.py get_*_uri):
-# single prefill run(q, k, v, tmp, o, maybe_lse, mask_mode, layout, window_left, …);
-# single decode run(q, k, v, tmp, o, maybe_lse, alibi_slopes, kv_layout_code,
-# window_left, …); batch prefill ragged_run(float_ws, int_ws, plan_info_vec, q, k, v,
-# qo_indptr, kv_indptr, o, maybe_lse, mask_mode, layout, window_left, …) and
-# paged_run(float_ws, int_ws, plan_info_vec, q, paged_k_cache, paged_v_cache, qo_indptr,
-# paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, o, …); batch decode
-# run(float_ws, int_ws, plan_info_vec, q, paged_k_cache, paged_v_cache, paged_kv_indptr,
-# paged_kv_indices, paged_kv_last_page_len, o, …). q is (tokens, heads, dim); k and v
-# are (tokens, heads, dim) for layout 0 (NHD) and (heads, tokens, dim) for 1 (HND);
-# mask_mode 0 none, 1 causal (bottom right), 2 custom mask, 3 multi-item.
-FLASHINFER_OP = re.compile(
-    r"^flashinfer::(single_prefill|single_decode|batch_prefill|batch_decode)"
-    r"_with_kv_cache\w*?_(ragged_run|paged_run|run)$")
-
-
-#: Where the output ``o`` is, per (kind, run).
-_FLASHINFER_OUT = {("single_prefill", "run"): 4, ("single_decode", "run"): 4,
-                   ("batch_prefill", "ragged_run"): 8, ("batch_prefill", "paged_run"): 10,
-                   ("batch_decode", "run"): 9}
-
-
-def _nhd(shape: list[int], layout: object) -> list[int]:
-    if layout not in (0, 1) or len(shape) != 3:
-        raise CannotModel("the KV layout was not recorded")
-    return shape if layout == 0 else [shape[1], shape[0], shape[2]]
-
-
-def _flashinfer(kind: str, run: str) -> Formula:
-    def formula(a: OpArgs, d: int) -> tuple[float, float, str | None]:
-        first = 0 if kind.startswith("single") else 3  # batch runs take workspaces first
-        q = need(a.shape(first), _NO_SHAPE)
-        size = a.itemsize(first, d) or d
-        out_at = _FLASHINFER_OUT.get((kind, run))
-        if out_at is None:
-            raise CannotModel(f"no {kind} op named …_{run} in FlashInfer")
-        floor = numel(q) * size + _bytes_of(a, out_at, default=size)
-        if kind == "batch_decode" or run == "paged_run":
-            raise CannotModel("paged KV cache: " + _KV_CACHE.split(": ", 1)[1],
-                              lower_bound_bytes=floor)
-        mask_at, layout_at, window_at = {"single_prefill": (6, 7, 8), "single_decode":
-                                         (None, 7, 8), "batch_prefill": (10, 11, 12)}[kind]
-        k, v = (_nhd(need(a.shape(first + j), _NO_SHAPE), a.value(layout_at))
-                for j in (1, 2))
-        if kind == "single_decode":
-            q = [1, *q]  # one query token per head
-        if len(q) != 3:
-            raise CannotModel("q is not (tokens, heads, dim)")
-        mask = a.value(mask_at) if mask_at is not None else 0
-        if mask not in (0, 1):
-            raise CannotModel("a custom attention mask: its density is tensor data",
-                              lower_bound_bytes=floor)
-        window = a.value(window_at)
-        if not isinstance(window, int) or isinstance(window, bool):
-            raise CannotModel("window_left was not recorded")
-        (s_q, h, d_qk), (s_k, h_k, _), d_v = q, k, v[2]
-        if kind == "batch_prefill":
-            indptr = need(a.shape(first + 3), _VARLEN)
-            if indptr != [2]:
-                raise CannotModel(_VARLEN, lower_bound_bytes=floor)
-        if h_k == 0 or h % h_k:
-            raise CannotModel("query heads are not a multiple of the key/value heads")
-        pairs = attended_pairs(s_q, s_k, mask == 1, window)
-        nbytes = numel(q) * size + (numel(k) + numel(v)) * (a.itemsize(first + 1, d) or size)
-        nbytes += s_q * h * d_v * (a.itemsize(out_at, size) or size)
-        return 2.0 * h * pairs * (d_qk + d_v), float(nbytes), _precision(a, first)
-
-    return formula
-
-
-# ---- vLLM -------------------------------------------------------------------------------
-# vllm-project/vllm vllm/model_executor/layers/attention/attention.py (formerly
-# vllm/attention/layer.py), registered with direct_register_custom_op:
-# unified_attention(query, key, value, layer_name) -> Tensor and
-# unified_attention_with_output(query, key, value, output, layer_name, output_scale,
-# output_block_scale, …). query (tokens, heads, head_size), key/value (tokens,
-# kv_heads, head_size): only this step's new tokens. The KV cache and every sequence's
-# context length live in vLLM's forward context, not in the arguments.
-_VLLM_WHY = ("vLLM attention: the KV cache and the context lengths are in vLLM's forward "
-             "context, not in the op's arguments")
-
-
-def _vllm(with_output: bool) -> Formula:
-    def formula(a: OpArgs, d: int) -> tuple[float, float, str | None]:
-        q = need(a.shape(0), _NO_SHAPE)
-        size = a.itemsize(0, d) or d
-        # Reads the new queries, keys and values; writes the output (as big as q when it
-        # is not an argument).
-        floor = _bytes_of(a, 0, 1, 2, 3 if with_output else None, default=size)
-        if not with_output:
-            floor += numel(q) * size
-        raise CannotModel(_VLLM_WHY, lower_bound_bytes=floor)
+        return flops, nbytes + tensor_bytes(a, bias_at, default=d), precision
 
     return formula
 
 
 ATTENTION_OPS: dict[str, Formula] = {
     **{n: _attention(s) for n, s in {**_FA2, **_FA3}.items()},
+    **{n: _either(*specs) for n, specs in _AUTOGRAD.items()},
     **{n: _attention(s) for n, s in _XFORMERS.items() if n.startswith("xformers_flash")},
     **{n: _xformers_bias(n) for n in _XFORMERS if n.startswith("xformers::")},
-    "vllm::unified_attention": _vllm(False),
-    "vllm::unified_attention_with_output": _vllm(True),
 }
 
-
-def pattern_formula(name: str) -> tuple[str, Formula] | None:
-    """The family and formula of an op whose name is generated (FlashInfer's per-variant
-    ops), or None."""
-    m = FLASHINFER_OP.match(name)
-    return ("attention", _flashinfer(m.group(1), m.group(2))) if m else None

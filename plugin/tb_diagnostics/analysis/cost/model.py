@@ -3,20 +3,22 @@ its FLOPs, bytes and precision.
 
 Formulas live in :mod:`.products` (matmul family, convolution, attention),
 :mod:`.pointwise` (elementwise, reductions, softmax, norms, embeddings, copies),
-:mod:`.custom_ops` (the attention ops of FlashAttention 2/3, xformers, FlashInfer and
-vLLM) and :mod:`.custom_gemm` (``_scaled_mm`` with block scales, TransformerEngine's
-GEMM). An op the model does not know, or whose recorded arguments do not determine its
-cost, gets no figure and a reason, never a guess; when the arguments fix the bytes it
-moves at the least, it gets those as a lower bound (``OpCost.lower_bound``).
+:mod:`.custom_ops` (the attention ops of FlashAttention 2/3 and xformers),
+:mod:`.serving_ops` (FlashInfer's and vLLM's attention) and :mod:`.custom_gemm`
+(``_scaled_mm`` with block scales, TransformerEngine's GEMM). An op the model does not
+know, or whose recorded arguments do not determine its cost, gets no figure and a
+reason, never a guess; when the arguments fix the bytes it moves at the least, it gets
+those as a lower bound (``OpCost.lower_bound``).
 """
 
 from __future__ import annotations
 
 from tb_diagnostics.analysis.cost.custom_gemm import GEMM_OPS
-from tb_diagnostics.analysis.cost.custom_ops import ATTENTION_OPS, pattern_formula
+from tb_diagnostics.analysis.cost.custom_ops import ATTENTION_OPS
 from tb_diagnostics.analysis.cost.formula import CannotModel, Formula, OpCost
 from tb_diagnostics.analysis.cost.pointwise import POINTWISE, foreach_formula
 from tb_diagnostics.analysis.cost.products import ATTENTION, CONV, MATMUL
+from tb_diagnostics.analysis.cost.serving_ops import SERVING_OPS, pattern_formula
 from tb_diagnostics.analysis.cost.shapes import PRECISION, OpArgs
 
 _FORMULAS: dict[str, tuple[str, Formula]] = {
@@ -25,6 +27,7 @@ _FORMULAS: dict[str, tuple[str, Formula]] = {
     **{n: ("conv", f) for n, f in CONV.items()},
     **{n: ("attention", f) for n, f in ATTENTION.items()},
     **{n: ("attention", f) for n, f in ATTENTION_OPS.items()},
+    **{n: ("attention", f) for n, f in SERVING_OPS.items()},
     **{n: ("matmul", f) for n, f in GEMM_OPS.items()},
 }
 
