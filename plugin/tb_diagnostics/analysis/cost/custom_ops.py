@@ -47,6 +47,9 @@ def attended_pairs(s_q: int, s_k: int, causal: bool, window_left: int = -1,
     ``top_left`` aligns them to the top left (xformers' ``LowerTriangularMask``)."""
     if causal:
         window_right = 0
+    # A window as long as the keys is no window (csrc/flash_attn/flash_api.cpp mha_fwd).
+    window_left = -1 if window_left >= s_k else window_left
+    window_right = -1 if window_right >= s_k else window_right
     offset = 0 if top_left else s_k - s_q
     if window_left < 0 and window_right < 0:
         return float(s_q) * s_k
