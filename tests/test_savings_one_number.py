@@ -24,7 +24,12 @@ from tb_diagnostics.analysis.views.whatif import (
     saving_over,
     warm_windows,
 )
-from tb_diagnostics.report.whatif import whatif_items, whatif_lines, whatif_section
+from tb_diagnostics.report.whatif import (
+    PARTS_NOTE,
+    whatif_items,
+    whatif_lines,
+    whatif_section,
+)
 from tb_diagnostics.rules import run_rules
 
 APP = Path(__file__).resolve().parents[1] / "plugin" / "tb_diagnostics" / "static" / "app"
@@ -151,7 +156,7 @@ def test_a_card_of_several_findings_lists_each_as_a_part_with_its_number(builder
     assert card["saves_us"] >= max(p["saves_us"] for p in parts) - 1e-9
     (line, sub) = next((line, sub) for line, sub in whatif_items(span)
                        if line.startswith("syncs:"))
-    assert len(sub) == 3 and sub[-1].startswith("parts are replayed alone")
+    assert len(sub) == 3 and sub[-1] == PARTS_NOTE
     assert all(x.startswith("part: host-sync (") and "of steps 1–3" in x for x in sub[:2])
     lines = whatif_lines(span)
     assert lines[lines.index(line) + 1] == f"  {sub[0]}"

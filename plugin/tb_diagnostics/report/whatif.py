@@ -28,6 +28,10 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
 
+#: Said under a card whose parts are not the card: why their figures differ from its.
+PARTS_NOTE = ("each part is replayed alone, so they do not add up to the card, which replays "
+              "its whole change at once, what no finding names included")
+
 
 def _r(x: float) -> float:
     return round(float(x), 3)
@@ -111,8 +115,9 @@ def whatif_items(span: dict[str, Any]) -> list[tuple[str, list[str]]]:
                 f", {saves} — {w['change']}")
         parts = w.get("parts") or []
         sub = [_part_line(x) for x in parts]
-        if len(parts) > 1:
-            sub.append("parts are replayed alone: they do not add up to the card")
+        if len(parts) > 1 or (parts and parts[0]["saves_us"] != w["saves_us"]):
+            # Removing one sync leaves the host waiting at the next; the card removes all.
+            sub.append(PARTS_NOTE)
         related = [r for r in w.get("related") or [] if r in found]
         if related:
             sub.append("related, no saving of their own here: " + ", ".join(related))

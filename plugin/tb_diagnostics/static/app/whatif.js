@@ -228,7 +228,8 @@ function partsList(p, findings, onFinding) {
         title: `open the finding: ${match.f.title}`, onclick: () => onFinding(match.key),
       }, text) : text);
   });
-  const note = parts.length > 1 ? "parts, each replayed alone (they do not add up to the card):" : "part:";
+  const whole = parts.length === 1 && parts[0].saves_us === p.saves_us;
+  const note = whole ? "part:" : "parts, each replayed alone (they do not add up to the card, which replays its whole change at once, what no finding names included):";
   return h("div", { class: "wi-parts", style: { flexBasis: "100%" } },
     h("span", { class: "muted" }, note),
     h("ul", { style: { margin: "2px 0", paddingLeft: "16px", listStyle: "none" } }, items));
