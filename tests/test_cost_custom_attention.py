@@ -362,3 +362,61 @@ def test_odd_arguments_give_a_cost_or_a_reason(name, dims, concrete):
         assert math.isfinite(r.flops) and r.flops >= 0 and math.isfinite(r.bytes)
     else:
         assert isinstance(r, str) and r
+
+
+# ---- the recorded form, from a real profile (PyTorch on the CPU) -----------------------------
+def test_a_real_profile_of_fa2s_schema_is_priced(tmp_path):
+    """A torch.library op with FA2's ``_flash_attn_forward`` schema and an autograd
+    Function with ``FlashAttnFunc``'s, profiled with record_shapes: the profiler writes
+    the op's None tensors as empty dims, its bools as "True", and the Function's
+    arguments without ctx and its window_size tuple without a value."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    from tb_diagnostics.analysis import SpanAnalysis
+    from tb_diagnostics.analysis.views.op_costs import op_costs
+    from tb_diagnostics.trace import load_trace
+
+    if hasattr(torch.ops.flash_attn, "_flash_attn_forward"):
+        pytest.skip("flash_attn::_flash_attn_forward is already registered (flash_attn installed)")
+
+    # The schema flash_attn_interface.py's @custom_op infers from its annotations.
+    schema = ("(Tensor q, Tensor k, Tensor v, float dropout_p, float softmax_scale, "
+              "bool causal, int window_size_left, int window_size_right, float softcap, "
+              "Tensor? alibi_slopes, bool return_softmax) -> Tensor")
+
+    @torch.library.custom_op("flash_attn::_flash_attn_forward", mutates_args=(),
+                             schema=schema)
+    def _fwd(q, k, v, dropout_p, softmax_scale, causal, window_size_left, window_size_right,
+             softcap, alibi_slopes, return_softmax):
+        return q.clone()
+
+    class FlashAttnFunc(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                    alibi_slopes, deterministic, return_softmax, is_grad_enabled):
+            return torch.ops.flash_attn._flash_attn_forward(
+                q, k, v, dropout_p, softmax_scale, causal, window_size[0], window_size[1],
+                softcap, alibi_slopes, return_softmax)
+
+    q = torch.randn(2, 64, 4, 16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        FlashAttnFunc.apply(q, q, q, 0.0, 0.25, True, (-1, -1), 0.0, None, False, False, False)
+    path = tmp_path / "fa2.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    raw = {e["name"]: e["args"] for e in json.loads(path.read_text())["traceEvents"]
+           if e.get("name") in ("FlashAttnFunc", "flash_attn::_flash_attn_forward")}
+    assert raw["flash_attn::_flash_attn_forward"]["Concrete Inputs"][5] == "True"
+    assert raw["FlashAttnFunc"]["Concrete Inputs"][5] == "True"
+    assert raw["FlashAttnFunc"]["Concrete Inputs"][6] == ""  # the tuple has no value
+
+    groups = {g.name: g for g in op_costs(SpanAnalysis(load_trace(str(path)))).groups}
+    # The deepest known op is the one counted: 4·B·H·S²·D / 2 = 4·2·4·64²·16 / 2.
+    assert "FlashAttnFunc" not in groups
+    c = groups["flash_attn::_flash_attn_forward"].cost
+    assert c.flops == 4 * 2 * 4 * 64 * 64 * 16 / 2 and not c.lower_bound
+    alone = op_cost("FlashAttnFunc", OpArgs.parse(
+        json.dumps(raw["FlashAttnFunc"]["Input Dims"]),
+        json.dumps(raw["FlashAttnFunc"]["Input type"]),
+        json.dumps(raw["FlashAttnFunc"]["Concrete Inputs"])))
+    assert isinstance(alone, OpCost) and alone.lower_bound and "window_size" in alone.why
