@@ -42,6 +42,11 @@ def test_the_bound_is_the_bytes_of_the_tensor_arguments():
     assert c.bytes == RMS_BYTES and c.flops == 0 and c.lower_bound and not c.tensor_op
     assert c.precision == "bf16" and "lower bound" in c.why
     assert memory_lower_bound(OpArgs.parse("[[], []]", '["Scalar", "Scalar"]')) == NO_TENSORS
+    # An MXFP4 MoE kernel's packed weights: one byte per stored element (two values).
+    moe = memory_lower_bound(OpArgs.parse(
+        "[[16, 2048], [8, 4096, 1024], [8, 4096, 64]]",
+        '["c10::BFloat16", "c10::Float4_e2m1fn_x2", "c10::Float8_e8m0fnu"]'))
+    assert moe.bytes == 16 * 2048 * 2 + 8 * 4096 * 1024 + 8 * 4096 * 64
 
 
 def test_a_custom_op_with_shapes_is_a_bound_not_a_modelled_op(tmp_path):

@@ -22,20 +22,17 @@ from tb_diagnostics.analysis.cost.shapes import (
 
 _NO_SHAPE = "an operand's shape was not recorded"
 FP4_X2 = "c10::Float4_e2m1fn_x2"
-#: Data types the shared tables may not know yet: bytes per stored element, precision.
-_EXTRA_ITEMSIZE = {FP4_X2: 1}
-_EXTRA_PRECISION = {FP4_X2: "fp4"}
 #: Lower is narrower: a GEMM of two input types runs at the wider one's rate.
 _NARROW = ("fp4", "fp8", "int8", "fp16", "bf16", "tf32", "fp32", "fp64")
 
 
 def _itemsize(a: OpArgs, i: int, default: int) -> int:
     t = a.types[i] if i < len(a.types) else ""
-    return ITEMSIZE.get(t) or _EXTRA_ITEMSIZE.get(t) or default
+    return ITEMSIZE.get(t) or default
 
 
 def _precision_of(t: str) -> str | None:
-    return PRECISION.get(t) or _EXTRA_PRECISION.get(t)
+    return PRECISION.get(t)
 
 
 def _wider(*precisions: str | None) -> str | None:

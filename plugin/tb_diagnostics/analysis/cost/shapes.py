@@ -21,6 +21,7 @@ ITEMSIZE: dict[str, int] = {
     "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2,
     "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
     "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1,
+    "c10::Float4_e2m1fn_x2": 1,  # two 4-bit values per element (byte)
     "long int": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1,
     "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
     "c10::complex<c10::Half>": 4, "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4,
@@ -34,7 +35,7 @@ PRECISION: dict[str, str] = {
     "c10::Half": "fp16", "c10::complex<c10::Half>": "fp16",
     "c10::BFloat16": "bf16",
     "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
-    "c10::Float8_e5m2fnuz": "fp8",
+    "c10::Float8_e5m2fnuz": "fp8", "c10::Float4_e2m1fn_x2": "fp4",
     "signed char": "int8", "unsigned char": "int8", "c10::qint8": "int8", "c10::quint8": "int8",
 }
 
