@@ -280,6 +280,13 @@ def test_xformers_flash_forward_and_backward():
     bwd = priced("xformers_flash::flash_bwd",
                  *call(17, tb, {0: "False", 13: "True", 14: "-1", 15: "-1"}))
     assert bwd.flops == 2.5 * fwd.flops
+    fwd3 = priced("xformers_flash3::flash_fwd",
+                  *call(19, t, {7: "256", 8: "256", 9: "0.", 11: "True", 16: "False",
+                                17: "-1", 18: "-1"}))
+    assert fwd3.flops == fwd.flops
+    bwd3 = priced("xformers_flash3::flash_bwd",
+                  *call(15, tb, {0: "False", 12: "True", 13: "-1", 14: "-1"}))
+    assert bwd3.flops == bwd.flops
 
 
 # ---- FlashInfer ----------------------------------------------------------------------------

@@ -285,7 +285,13 @@ _FA3 = {
 # max_seqlen_q, max_seqlen_k, p, softmax_scale, is_causal, window_left, window_right,
 # return_softmax, block_tables) and flash_bwd(grads_share_storage, grad, query, key,
 # value, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, p,
-# softmax_scale, is_causal, window_left, window_right, rng_state). Layout (B, M, H, K).
+# softmax_scale, is_causal, window_left, window_right, rng_state). xformers/ops/fmha/
+# flash3.py: xformers_flash3::flash_fwd(query, key, value, cu_seqlens_q, cu_seqlens_k,
+# seqused_k, leftpad_k, max_seqlen_q, max_seqlen_k, p, softmax_scale, is_causal,
+# descale_q, descale_k, descale_v, block_table, use_kvsplit, window_left, window_right)
+# and flash_bwd(grads_share_storage, dout, query, key, value, out, softmax_lse,
+# cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, is_causal,
+# window_left, window_right). Layout (B, M, H, K), or (total, H, K) with cu_seqlens.
 _XFORMERS = {
     "xformers::efficient_attention_forward_cutlass": _Spec(
         0, 9, mask_type=True, cu_seqlens=(4, 5), max_seqlen=(6, 7), kv_cache=(12,)),
@@ -295,6 +301,10 @@ _XFORMERS = {
                                        max_seqlen=(6, 7), kv_cache=(5, 14)),
     "xformers_flash::flash_bwd": _Spec(2, 13, backward=True, window=(14, 15),
                                        cu_seqlens=(7, 8), max_seqlen=(9, 10)),
+    "xformers_flash3::flash_fwd": _Spec(0, 11, window=(17, 18), cu_seqlens=(3, 4),
+                                        max_seqlen=(7, 8), kv_cache=(5, 6, 15)),
+    "xformers_flash3::flash_bwd": _Spec(2, 12, backward=True, window=(13, 14),
+                                        cu_seqlens=(7, 8), max_seqlen=(9, 10)),
 }
 
 
