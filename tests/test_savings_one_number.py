@@ -270,3 +270,20 @@ def test_the_tabs_part_text():
     assert json.loads(out.stdout) == [
         "host-sync · aten::item → cudaMemcpyAsync: alone saves 0.15 ms/step (2.58 ms in all)",
         "pageable-memcpy: alone: no measurable saving"]
+
+
+def test_the_tabs_bounded_document_bounds_the_parts_steps():
+    from tb_diagnostics.server.bounded import bound_steps
+
+    n = 3000
+    steps = [{"step": k, "wall_us": 1000.0 + (k % 7), "device_busy": 0.5,
+              "verdict": "mixed"} for k in range(n)]
+    part = {"rule": "host-sync", "subject": "x", "steps": list(range(n)), "saves_us": 5.0,
+            "saves_us_total": 5.0 * n}
+    card = {"id": "syncs", "steps": list(range(n)), "parts": [part],
+            "per_step": [{"step": k, "before_us": 1.0, "after_us": 1.0} for k in range(n)]}
+    out = bound_steps({"steps": steps, "findings": [], "whatif": [card], "notes": []})
+    (bounded,) = out["whatif"][0]["parts"]
+    assert len(bounded["steps"]) == len(out["steps"]) < n
+    assert (bounded["steps_total"], bounded["steps_range"]) == (n, [0, n - 1])
+    assert bounded["saves_us"] == 5.0 and bounded["saves_us_total"] == 5.0 * n

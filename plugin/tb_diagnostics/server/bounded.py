@@ -99,4 +99,6 @@ def _bounded_projection(p: dict[str, Any], kept: set[Any]) -> dict[str, Any]:
     out["per_step"] = [x for x in per_step if x.get("step") in kept]
     out["steps"] = [s for s in p.get("steps") or [] if s in kept]
     out["steps_total"] = len(p.get("steps") or [])
+    # A card's parts name their findings' steps: bounded as those findings are.
+    out["parts"] = [_bounded_finding(x, kept) for x in p.get("parts") or []]
     return out
