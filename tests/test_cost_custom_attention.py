@@ -97,6 +97,8 @@ def test_sliding_window_counts_each_row():
     assert attended_pairs(8, 8, True, 2) == 21
     # Left 1, right 1, no causal: 2 at each end, 3 inside: 2+3·6+2 = 22.
     assert attended_pairs(8, 8, False, 1, 1) == 22
+    # Only a right window (non-causal): rows see min(i + 2, 7) + 1 keys: 3+4+5+6+7+8+8+8.
+    assert attended_pairs(8, 8, False, -1, 2) == 49
     # A window as long as the keys is none: causal is then the plain half, S²/2.
     assert attended_pairs(8, 8, True, 8) == attended_pairs(8, 8, True) == 32
     c = priced("flash_attn_3::fwd", *fa3_fwd([1, 8, 1, 64], [1, 8, 1, 64], [1, 8, 1, 64],

@@ -32,10 +32,10 @@ from tb_diagnostics.analysis.cost.shapes import PRECISION, OpArgs, numel
 NO_SHAPE = "the query, key or value shape was not recorded"
 #: FlashAttention's convention for the backward (see the module docstring).
 BACKWARD_FACTOR = 2.5
-VARLEN_WHY = ("variable-length batch: the sequence lengths are cu_seqlens' values, which "
-           "the trace does not record (only their total and max_seqlen)")
+VARLEN_WHY = ("variable-length batch: the sequence lengths are cu_seqlens' values, "
+              "which the trace does not record (only their total and max_seqlen)")
 KV_CACHE_WHY = ("KV-cache call: the context lengths are tensor values (seqused_k / page "
-             "table), which the trace does not record")
+                "table), which the trace does not record")
 
 
 def attended_pairs(s_q: int, s_k: int, causal: bool, window_left: int = -1,
@@ -53,7 +53,8 @@ def attended_pairs(s_q: int, s_k: int, causal: bool, window_left: int = -1,
     offset = 0 if top_left else s_k - s_q
     if window_left < 0 and window_right < 0:
         return float(s_q) * s_k
-    if window_left < 0 and not top_left:  # causal: FlashAttention's benchmark formula
+    if window_left < 0 and window_right == 0 and not top_left:
+        # Causal: FlashAttention's benchmark formula (S²/2 when S_q = S_k, as SDPA's).
         return s_q * (max(0, s_k - s_q) + s_k) / 2
     row = np.arange(s_q, dtype=np.int64) + offset
     lo = np.maximum(row - window_left, 0) if window_left >= 0 else np.zeros_like(row)
