@@ -321,6 +321,23 @@ def test_flashinfer_single_decode():
     assert c.flops == 2 * 32 * 4096 * (128 + 128)
 
 
+def test_flashinfer_ragged_batch_prefill():
+    name = f"flashinfer::batch_prefill{URI}_ragged_run"
+    q, k = [2048, 32, 128], [2048, 8, 128]
+    t = {0: ([1 << 20], "unsigned char"), 1: ([1 << 10], "unsigned char"), 3: (q, BF16),
+         4: (k, BF16), 5: (k, BF16), 6: ([2], I32), 7: ([2], I32), 8: (q, BF16)}
+    # One request (indptr of 2 offsets): exact, causal.
+    c = priced(name, *call(20, t, {2: "", 10: "1", 11: "0", 12: "-1"}))
+    assert c.flops == 4 * 32 * 2048 * 2048 * 128 / 2
+    nbytes = (2 * 2048 * 32 * 128 + 2 * 2048 * 8 * 128) * 2
+    assert c.bytes == nbytes
+    # Four requests: their lengths are indptr values; the bytes are still known.
+    t[6] = t[7] = ([5], I32)
+    r = cost(name, *call(20, t, {2: "", 10: "1", 11: "0", 12: "-1"}))
+    assert isinstance(r, OpCost) and r.lower_bound and "qo_indptr" in r.why
+    assert r.bytes == nbytes
+
+
 def test_flashinfer_paged_runs_are_lower_bounds():
     name = f"flashinfer::batch_prefill{URI}_paged_run"
     t = {3: ([64, 32, 128], BF16), 4: ([1000, 16, 8, 128], BF16),

@@ -187,7 +187,10 @@ def _attention(spec: _Spec) -> Formula:
             causal, top_left = _causal(a, spec)
             left, right = _window(a, spec)
             chunk = a.value(spec.chunk) if spec.chunk is not None else 0
-            if not isinstance(chunk, int) or chunk > 0:
+            if not isinstance(chunk, int) or isinstance(chunk, bool):
+                raise CannotModel("attention_chunk is not recorded as an int where the "
+                                  "op's schema puts it (another version of the library?)")
+            if chunk > 0:
                 raise CannotModel("chunked local attention (attention_chunk), which this "
                                   "model does not count")
         except CannotModel as why:

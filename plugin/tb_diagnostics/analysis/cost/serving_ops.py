@@ -82,15 +82,16 @@ def _flashinfer(kind: str, run: str) -> Formula:
         if not isinstance(window, int) or isinstance(window, bool):
             raise CannotModel("window_left was not recorded")
         (s_q, h, d_qk), (s_k, h_k, _), d_v = q, k, v[2]
-        if kind == "batch_prefill":
-            indptr = need(a.shape(first + 3), VARLEN_WHY)
-            if indptr != [2]:
-                raise CannotModel(VARLEN_WHY, lower_bound_bytes=floor)
         if h_k == 0 or h % h_k:
             raise CannotModel("query heads are not a multiple of the key/value heads")
-        pairs = attended_pairs(s_q, s_k, mask == 1, window)
+        # q, k and v read once, the output written once.
         nbytes = numel(q) * size + (numel(k) + numel(v)) * (a.itemsize(first + 1, d) or size)
         nbytes += s_q * h * d_v * (a.itemsize(out_at, size) or size)
+        if kind == "batch_prefill" and need(a.shape(first + 3), VARLEN_WHY) != [2]:
+            # Several requests: their lengths are qo_indptr / kv_indptr's values.
+            raise CannotModel(VARLEN_WHY.replace("cu_seqlens'", "qo_indptr's").replace(
+                " and max_seqlen", ""), lower_bound_bytes=nbytes)
+        pairs = attended_pairs(s_q, s_k, mask == 1, window)
         return 2.0 * h * pairs * (d_qk + d_v), float(nbytes), precision_of(a, first)
 
     return formula
