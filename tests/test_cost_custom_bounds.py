@@ -20,8 +20,9 @@ BF16, F32 = "c10::BFloat16", "float"
 H100_HBM = 3350.0  # GB/s, the shipped H100 SXM row
 RMS_DIMS = [[8, 4096], [8, 4096], [4096], []]
 RMS_TYPES = [BF16, BF16, BF16, "Scalar"]
-# vLLM's _C::fused_add_rms_norm(input, residual, weight, epsilon): input and residual
-# (8, 4096) and weight (4096) in bf16, read once: (2·8·4096 + 4096)·2 bytes.
+# A library's fused op the model has no formula for, my_lib::fused_add_norm(input,
+# residual, weight, epsilon): input and residual (8, 4096) and weight (4096) in bf16,
+# read once: (2·8·4096 + 4096)·2 bytes.
 RMS_BYTES = (2 * 8 * 4096 + 4096) * 2
 
 
@@ -54,16 +55,16 @@ def test_a_custom_op_with_shapes_is_a_bound_not_a_modelled_op(tmp_path):
     b.step(1, 0, 1000)
     b.op("aten::mm", 10, 30, dims=[[64, 64], [64, 64]], types=[BF16, BF16])
     b.launch("gemm", 12, 50, 10)
-    b.op("_C::fused_add_rms_norm", 100, 30, dims=RMS_DIMS, types=RMS_TYPES)
-    b.launch("fused_add_rms_norm_kernel", 102, 200, 20)
+    b.op("my_lib::fused_add_norm", 100, 30, dims=RMS_DIMS, types=RMS_TYPES)
+    b.launch("fused_add_norm_kernel", 102, 200, 20)
     a, sec, steps = _section(b)
     assert [o["name"] for o in sec["ops"]] == ["aten::mm"]  # the bound is not a point
-    e = _entry(sec, "_C::fused_add_rms_norm")
+    e = _entry(sec, "my_lib::fused_add_norm")
     assert e["lower_bound_bytes"] == RMS_BYTES and e["device_us"] == 20.0
     assert e["lower_bound_us"] == pytest.approx(RMS_BYTES / (H100_HBM * 1e3), abs=1e-3)
     assert "lower bound" in e["reason"]
     assert sec["lower_bound_device_us"] == 20.0 and sec["unmodelled_device_us"] == 20.0
-    (fig,) = [f for f in roofline(a).figures if f.group.name == "_C::fused_add_rms_norm"]
+    (fig,) = [f for f in roofline(a).figures if f.group.name == "my_lib::fused_add_norm"]
     assert fig.lower_bound and not fig.modelled
     assert fig.ideal_us is None and fig.bound is None and fig.loss_us == 0.0
     # The step's FLOPs are the mm's alone; the bounded kernel's time is not "modelled".
@@ -128,7 +129,7 @@ def test_collectives_are_communication_not_bounds(tmp_path):
 @pytest.mark.parametrize(("name", "dims", "types", "fires"), [
     # The control: an elementwise op the model prices, as slow: the rule fires.
     ("aten::add", [[8, 4096], [8, 4096], []], [BF16, BF16, "Scalar"], True),
-    ("_C::fused_add_rms_norm", RMS_DIMS, RMS_TYPES, False),
+    ("my_lib::fused_add_norm", RMS_DIMS, RMS_TYPES, False),
 ])
 def test_low_flop_utilisation_does_not_count_a_bound_as_compute(tmp_path, name, dims, types,
                                                                  fires):

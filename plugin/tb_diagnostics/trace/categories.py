@@ -128,7 +128,8 @@ _CONCRETE_READERS = re.compile(
     r"|std_mean|all|any|nansum|norm|linalg_vector_norm|_to_copy|index_select"
     r"|embedding_dense_backward|_scaled_mm)$"
     # Custom attention and GEMM ops (analysis.cost.custom_ops / custom_gemm).
-    r"|^flash_attn(_3)?::|^FlashAttn|^xformers(_flash3?)?::|^flashinfer::|^tex_ts::te_gemm")
+    r"|^flash_attn(_3)?::|^FlashAttn|^xformers(_flash3?)?::|^flashinfer::|^tex_ts::te_gemm"
+    r"|^_C::rotary_embedding$")
 
 
 def keeps_concrete_inputs(name: str) -> bool:

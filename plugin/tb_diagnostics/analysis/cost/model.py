@@ -4,7 +4,7 @@ its FLOPs, bytes and precision.
 Formulas live in :mod:`.products` (matmul family, convolution, attention),
 :mod:`.pointwise` (elementwise, reductions, softmax, norms, embeddings, copies),
 :mod:`.custom_ops` (the attention ops of FlashAttention 2/3 and xformers),
-:mod:`.serving_ops` (FlashInfer's and vLLM's attention) and :mod:`.custom_gemm`
+:mod:`.serving_ops` (FlashInfer's and vLLM's ops) and :mod:`.custom_gemm`
 (``_scaled_mm`` with block scales, TransformerEngine's GEMM). An op the model does not
 know, or whose recorded arguments do not determine its cost, gets no figure and a
 reason, never a guess; when the arguments fix the bytes it moves at the least, it gets
@@ -27,7 +27,7 @@ _FORMULAS: dict[str, tuple[str, Formula]] = {
     **{n: ("conv", f) for n, f in CONV.items()},
     **{n: ("attention", f) for n, f in ATTENTION.items()},
     **{n: ("attention", f) for n, f in ATTENTION_OPS.items()},
-    **{n: ("attention", f) for n, f in SERVING_OPS.items()},
+    **SERVING_OPS,
     **{n: ("matmul", f) for n, f in GEMM_OPS.items()},
 }
 

@@ -1,5 +1,6 @@
-"""Cost formulas of the attention ops of the serving libraries: FlashInfer's
-per-variant prefill and decode runs, and vLLM's ``unified_attention`` ops.
+"""Cost formulas of the serving libraries' ops: FlashInfer's per-variant prefill and
+decode runs, vLLM's ``unified_attention`` ops and its memory-side kernels (``_C::``
+RMS norms, rotary embedding, gated activations).
 
 The counting is :mod:`.custom_ops`' (pairs of query and key per batch and head). A
 serving call often reads a paged KV cache whose context lengths are tensor values, or
@@ -123,9 +124,65 @@ def _vllm(with_output: bool) -> Formula:
     return formula
 
 
-SERVING_OPS: dict[str, Formula] = {
-    "vllm::unified_attention": _vllm(False),
-    "vllm::unified_attention_with_output": _vllm(True),
+# ---- vLLM's memory-side kernels ---------------------------------------------------------
+# vllm-project/vllm csrc/torch_bindings.cpp (library _C): rms_norm(Tensor! result, Tensor
+# input, Tensor? weight, float epsilon, …); fused_add_rms_norm(Tensor! input, Tensor!
+# residual, Tensor? weight, float epsilon, …) (residual += input, then input = norm of
+# it); rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, int head_size,
+# Tensor cos_sin_cache, bool is_neox) (in place, on the first rot_dim values of each
+# head, rot_dim = cos_sin_cache.size(1)); silu_and_mul / mul_and_silu / gelu_and_mul /
+# gelu_tanh_and_mul(Tensor! out, Tensor input) (out = act(x[..., :d]) · x[..., d:]).
+# FLOPs per element follow :mod:`.pointwise` (4 for an RMS norm, 1 per elementwise op;
+# a rotation is 4 multiplies and 2 adds per pair of values).
+def _rms_norm(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+    x = need(a.shape(1), NO_SHAPE)
+    size = a.itemsize(1, d) or d
+    out = tensor_bytes(a, 0, default=size) or numel(x) * size
+    return 4.0 * numel(x), numel(x) * size + tensor_bytes(a, 2, default=size) + out, \
+        precision_of(a, 1)
+
+
+def _fused_add_rms_norm(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+    x, r = need(a.shape(0), NO_SHAPE), need(a.shape(1), NO_SHAPE)
+    size = a.itemsize(0, d) or d
+    # Reads input and residual, writes both back: one add and the norm's 4 per element.
+    moved = 2 * (numel(x) * size + numel(r) * (a.itemsize(1, d) or size))
+    return 5.0 * numel(x), moved + tensor_bytes(a, 2, default=size), precision_of(a, 0)
+
+
+def _rotary_embedding(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+    positions, q = need(a.shape(0), NO_SHAPE), need(a.shape(1), NO_SHAPE)
+    cache = need(a.shape(4), "cos_sin_cache's shape was not recorded")
+    head_size = a.value(3)
+    tokens = numel(positions)
+    if not isinstance(head_size, int) or head_size <= 0 or tokens == 0 or len(cache) != 2:
+        raise CannotModel("head_size or the cos/sin cache was not recorded")
+    k = a.shape(2)
+    heads = (numel(q) + (numel(k) if k is not None else 0)) // (tokens * head_size)
+    rot_dim = cache[1]
+    rotated = tokens * heads * rot_dim  # values rotated, each read and written once
+    size = a.itemsize(1, d) or d
+    nbytes = (numel(positions) * (a.itemsize(0, 8) or 8) + 2 * rotated * size
+              + tokens * rot_dim * (a.itemsize(4, 4) or 4))  # the cache rows gathered
+    return 3.0 * rotated, float(nbytes), precision_of(a, 1)
+
+
+def _act_and_mul(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+    out, x = need(a.shape(0), NO_SHAPE), need(a.shape(1), NO_SHAPE)
+    size = a.itemsize(1, d) or d
+    return 2.0 * numel(out), numel(x) * size + numel(out) * (a.itemsize(0, d) or size), \
+        precision_of(a, 1)
+
+
+#: name → (family, formula).
+SERVING_OPS: dict[str, tuple[str, Formula]] = {
+    "vllm::unified_attention": ("attention", _vllm(False)),
+    "vllm::unified_attention_with_output": ("attention", _vllm(True)),
+    "_C::rms_norm": ("norm", _rms_norm),
+    "_C::fused_add_rms_norm": ("norm", _fused_add_rms_norm),
+    "_C::rotary_embedding": ("elementwise", _rotary_embedding),
+    **{f"_C::{n}": ("elementwise", _act_and_mul)
+       for n in ("silu_and_mul", "mul_and_silu", "gelu_and_mul", "gelu_tanh_and_mul")},
 }
 
 
