@@ -67,6 +67,21 @@ def test_silu_and_mul():
     assert family_of("_C::gelu_tanh_and_mul") == "elementwise"
 
 
+def test_cache_writes_count_the_new_tokens_not_the_cache():
+    # 8 tokens of key and value (8, 8, 128) bf16 into an fp8 cache of 4096 blocks of 16:
+    # read k, v and the slot mapping; write 2·8·8·128 values of 1 byte.
+    dims = [[8, 8, 128], [8, 8, 128], [4096, 16, 8, 128], [4096, 16, 8, 128], [8], [], [], []]
+    types = [BF16, BF16, "c10::Float8_e4m3fn", "c10::Float8_e4m3fn", I64, "", F32, F32]
+    c = priced("_C_cache_ops::reshape_and_cache_flash", dims, types)
+    assert c.flops == 0 and c.family == "memory"
+    assert c.bytes == 2 * 8 * 8 * 128 * 2 + 8 * 8 + 2 * 8 * 8 * 128 * 1
+    # MLA: kv_c (8, 512) and k_pe (8, 64) into one cache, bf16.
+    mla = priced("_C_cache_ops::concat_and_cache_mla",
+                 [[8, 512], [8, 64], [1024, 64, 576], [8], [], []],
+                 [BF16, BF16, BF16, I64, "", F32])
+    assert mla.bytes == 8 * 576 * 2 + 8 * 8 + 8 * 576 * 2
+
+
 def test_vllm_kernels_are_modelled_memory_bound_ops_in_the_roofline(tmp_path):
     b = TraceBuilder(tmp_path)
     b.step(1, 0, 1000)

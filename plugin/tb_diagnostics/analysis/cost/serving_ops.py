@@ -174,6 +174,24 @@ def _act_and_mul(a: OpArgs, d: int) -> tuple[float, float, str | None]:
         precision_of(a, 1)
 
 
+# csrc/torch_bindings.cpp (library _C_cache_ops): reshape_and_cache(_flash)(Tensor key,
+# Tensor value, Tensor! key_cache, Tensor! value_cache, Tensor slot_mapping, str
+# kv_cache_dtype, …) and concat_and_cache_mla(Tensor kv_c, Tensor k_pe, Tensor!
+# kv_cache, Tensor slot_mapping, str kv_cache_dtype, Tensor scale): this step's tokens
+# are copied into their cache slots; the rest of the cache is not touched (counting the
+# whole cache would be gigabytes no kernel moves).
+def _cache_write(sources: tuple[int, ...], caches: tuple[int, ...], slots: int) -> Formula:
+    def formula(a: OpArgs, d: int) -> tuple[float, float, str | None]:
+        for i in sources + caches:
+            need(a.shape(i), NO_SHAPE)
+        values = sum(numel(a.shape(i)) for i in sources)
+        cache_size = a.itemsize(caches[0], 0) or a.itemsize(sources[0], d) or d
+        nbytes = tensor_bytes(a, *sources, slots, default=d) + values * cache_size
+        return 0.0, float(nbytes), precision_of(a, sources[0])
+
+    return formula
+
+
 #: name → (family, formula).
 SERVING_OPS: dict[str, tuple[str, Formula]] = {
     "vllm::unified_attention": ("attention", _vllm(False)),
@@ -183,6 +201,9 @@ SERVING_OPS: dict[str, tuple[str, Formula]] = {
     "_C::rotary_embedding": ("elementwise", _rotary_embedding),
     **{f"_C::{n}": ("elementwise", _act_and_mul)
        for n in ("silu_and_mul", "mul_and_silu", "gelu_and_mul", "gelu_tanh_and_mul")},
+    **{f"_C_cache_ops::{n}": ("memory", _cache_write((0, 1), (2, 3), 4))
+       for n in ("reshape_and_cache", "reshape_and_cache_flash")},
+    "_C_cache_ops::concat_and_cache_mla": ("memory", _cache_write((0, 1), (2,), 3)),
 }
 
 
