@@ -6,9 +6,11 @@ moves its tensors: the bound is the bytes of its tensor arguments, each read onc
 The profiler records no output shapes, so outputs count only where they are
 arguments (``out=`` tensors, the ``output`` of an in-place custom op). Its FLOPs are
 not known: the bound is on memory time only, ``bytes / bandwidth``, and the roofline
-shows it as a bound, never as a modelled op. An op that indexes into a larger tensor
-(a gather from a cache) reads less than that tensor: its measured time can then beat
-the bound, which says as much.
+shows it as a bound, never as a modelled op. It assumes what every formula's bytes
+assume, that each argument is read whole: an op that gathers from a larger tensor (a
+table, a cache) reads less, and data still in L2 comes faster than HBM; the ops known
+to do the first (vLLM's cache writes and rotary embedding, embeddings, gathers) have
+formulas of their own.
 """
 
 from __future__ import annotations
