@@ -58,7 +58,7 @@ class OpCosts:
     """The counted op calls, their groups, and the device activity each group owns."""
 
     groups: list[OpGroup]
-    rows: np.ndarray  # int32 counted op rows, ascending
+    rows: np.ndarray  # int32 counted op rows and those bounding unowned work, ascending
     group: np.ndarray  # int32 group index of each of ``rows``
     activity_group: np.ndarray  # per device activity (or per counted row, CPU-only), or -1
     activity_owner: np.ndarray  # the counted op row each of those belongs to, or -1
