@@ -12,6 +12,7 @@ from tensorboard.plugins import base_plugin
 from test_tb_plugin import BASE, get_ready, small_run, tb_app
 
 from conftest import TraceBuilder
+from tb_diagnostics.report.views import all_views
 from tb_diagnostics.tb_plugin import DiagnosticsPlugin
 
 #: A URL for each route pattern of get_plugin_apps (a span that exists, a real static file).
@@ -19,6 +20,11 @@ QUERY = "run=r&worker=w&span=1"
 URLS = {"/index.js": "/index.js", "/static/*": "/static/app/main.js", "/runs": "/runs",
         "/span": f"/span?{QUERY}", "/step": f"/step?{QUERY}&step=1", "/progress": "/progress",
         "/run": "/run?run=r", "/compare": "/compare?baseline=r&candidate=r"}
+#: The table views (report/views) share one route: ask for the first one there is.
+_VIEW = next(iter(sorted(all_views())), None)
+URLS["/view"] = f"/view?name={_VIEW}&{QUERY}" if _VIEW else "/view?name=none"
+#: What a GET answers: a bad view name is a 400 (JSON), the rest 200.
+STATUS = {"/view": 200 if _VIEW else 400}
 OTHER_METHODS = ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"]
 
 
@@ -38,8 +44,8 @@ def client(tmp_path_factory):
                                                "totalGlobalMem": 1}])).write(
         logdir / "r" / "w.1.pt.trace.json")
     c = tb_app(["--logdir", str(logdir)])
-    for url in URLS.values():  # loaded, so GET and HEAD below see the same answer
-        assert get_ready(c, BASE + url).status_code == 200, url
+    for route, url in URLS.items():  # loaded, so GET and HEAD below see the same answer
+        assert get_ready(c, BASE + url).status_code == STATUS.get(route, 200), url
     return c
 
 
@@ -57,5 +63,5 @@ def test_head_answers_as_get_without_a_body(client, route):
     get = client.get(BASE + URLS[route])
     head = client.head(BASE + URLS[route])
     assert (head.status_code, head.content_type) == (get.status_code, get.content_type)
-    assert get.status_code == 200 and get.data
+    assert get.status_code == STATUS.get(route, 200) and get.data
     assert head.data == b""

@@ -101,6 +101,7 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
             "/progress": self._serve_progress,
             "/run": self._serve_run,
             "/compare": self._serve_compare,
+            "/view": self._serve_view,
         }
         return {route: _get_only(app) for route, app in apps.items()}
 
@@ -139,6 +140,12 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
         a = query_args(request)
         return _call(request, self.provider.step, a.get("run"), a.get("worker"), a.get("span"),
                      a.get("step"), a.get("highlight"))
+
+    @wrappers.Request.application
+    def _serve_view(self, request: wrappers.Request) -> wrappers.Response:
+        a = query_args(request)
+        return _call(request, self.provider.view, a.get("name"), a.get("run"), a.get("worker"),
+                     a.get("span"), a)
 
     @wrappers.Request.application
     def _serve_run(self, request: wrappers.Request) -> wrappers.Response:

@@ -152,6 +152,35 @@ class DataProvider:
             got.details[key] = detail
         return 200, {"status": "ready", **detail}
 
+    def view(self, name: str | None, run: str, worker: str, span: str,
+             args: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """One page of a span's table view (``report/views``: ops, kernels, memory,
+        modules), 202 while the span loads."""
+        from tb_diagnostics.report.views import ViewParamError, ViewParams, all_views
+
+        views = all_views()
+        if not name or name not in views:
+            raise BadRequest(f"name must be one of {', '.join(sorted(views))}, not {name!r}")
+        try:
+            params = ViewParams.from_query(args)
+        except ViewParamError as exc:
+            raise BadRequest(str(exc)) from None
+        now = self._locate(run, worker, span)
+        if now.problem:
+            return 200, _error(self.loader.refuse(now.file, now.problem))
+        got = self.loader.get(now.file, need_analysis=True)
+        if isinstance(got, Progress):
+            return 202, {"status": "loading", "progress": got.to_dict()}
+        if got.error:
+            return 200, _error(got)
+        if got.analysis is None:  # evicted between the two looks: reload
+            return 202, {"status": "loading", "progress": Progress(file=now.file).to_dict()}
+        try:
+            doc = views[name].document(got.analysis, params)
+        except ViewParamError as exc:
+            raise BadRequest(str(exc)) from None
+        return 200, {"status": "ready", "view": name, **doc}
+
     def run_document(self, run: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The run as a report run document built from its spans' summaries, and the
         progress of the spans still loading (starting their loads)."""

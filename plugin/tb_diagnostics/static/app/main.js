@@ -19,6 +19,7 @@ import { watchTheme } from "./theme.js";
 import { TimelineView } from "./timeline.js";
 import { TreeView } from "./tree.js";
 import { WhatIfView } from "./whatif.js";
+import { mountViews, tellViews } from "./views.js";
 
 const KIND_LEGEND = [["op", "op"], ["runtime", "launch"], ["kernel", "kernel"], ["memcpy", "copy"], ["annotation", "annotation"]];
 
@@ -62,6 +63,7 @@ export class App {
     // Every op group against the device's ceilings; a point opens the op's first call.
     const roof = card("Roofline", { id: "roofline" });
     this.roofline = new RooflineView(roof.body, roof.head.querySelector(".card-tools"), { onOpen: (op) => this.openOp(op) });
+    this.views = mountViews(this); // Operators, Kernels, Memory, Modules (views.js)
 
     const tree = card("Dispatch chain", { id: "tree" });
     this.treeTools = tree.head.querySelector(".card-tools");
@@ -85,7 +87,7 @@ export class App {
     // The zoom goes into the URL so a shared link opens the same view (state.js).
     this.timeline.onView = (t0, t1) => this.setState({ zoom: t0 === null ? null : `${t0.toFixed(1)},${t1.toFixed(1)}` });
 
-    this.grid = h("div", { class: "grid" }, steps.el, findings.el, whatif.el, roof.el, tree.el, tl.el);
+    this.grid = h("div", { class: "grid" }, steps.el, findings.el, whatif.el, roof.el, ...this.views.map((v) => v.el), tree.el, tl.el);
     this.bodies = { tree: tree.body, timeline: tlEl };
     // Distributed runs: the ranks × steps heat map; a cell opens that rank's step.
     this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell) });
@@ -97,6 +99,7 @@ export class App {
     watchTheme(() => {
       this.chart.build();
       this.roofline.build();
+      tellViews(this.views, "build");
       this.timeline.themeChanged();
     });
     listenForReload(() => this.loadRuns(true));
@@ -126,16 +129,10 @@ export class App {
     else this.loadSpan();
   }
 
-  setState(patch) {
-    Object.assign(this.state, patch);
-    writeState(this.state);
-  }
+  setState(patch) { Object.assign(this.state, patch); writeState(this.state); }
 
-  abort(name) {
-    this.ctl[name]?.abort();
-    this.ctl[name] = new AbortController();
-    return this.ctl[name].signal;
-  }
+  /** A fresh signal for the request kind `name`, aborting the one before. */
+  abort(name) { this.ctl[name]?.abort(); return (this.ctl[name] = new AbortController()).signal; }
 
   // ---- runs ---------------------------------------------------------------
   async loadRuns(reload = false) {
@@ -277,6 +274,7 @@ export class App {
     this.findings.setData(s, known ? this.state.finding : null);
     this.whatif.setData(s);
     this.roofline.setData(s);
+    tellViews(this.views, "setSpan", s);
     const index = this.defaultStep(s);
     this.stepIndex = -1;
     this.chart.setData(s.steps, index);
@@ -305,6 +303,7 @@ export class App {
     this.chart.select(index);
     this.table.select(index);
     this.whatif.select(st.step);
+    tellViews(this.views, "selectStep", st);
     this.setState({ step: st.step === null ? "all" : String(st.step) });
     clearTimeout(this.stepTimer);
     // Arrow keys in the table step quickly: fetch only once the user pauses.
