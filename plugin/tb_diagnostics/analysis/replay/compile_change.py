@@ -1,0 +1,313 @@
+"""torch.compile replayed: the ``compile`` change, and ``compile-graphs`` (reduce-overhead).
+
+A compiled region is the run of eager op calls on one host thread, within one step, that
+a ``torch.compile`` of the step's forward, backward and optimizer would capture in one
+graph. Dynamo breaks the graph where the program reads the device (a sync, ``.item()``,
+a copy to pageable memory) or waits for the DataLoader: those calls stay eager, outside
+every region, and split the run around them into two regions. Ops already compiled
+(inside a ``Torch-Compiled Region`` / ``CompiledFunction``) or replayed from a CUDA graph
+are left as they are.
+
+What a region costs the host once compiled (Inductor's default mode):
+
+- one Dynamo cache lookup and guard check (:data:`LOOKUP_US`);
+- per generated kernel, its launch (:data:`GENERATED_LAUNCH_US`, Inductor's ``triton_*``
+  launcher with its ``cuLaunchKernel``) and the generated wrapper's own code around it
+  (:data:`WRAPPER_US`: buffer allocation, argument handling);
+- per GEMM, convolution or op Inductor does not generate code for (an extern kernel),
+  the host time of the op that launched it, as in eager (Inductor calls it through the
+  ATen dispatcher: ``extern_kernels.mm``), plus the wrapper's code around it.
+
+Everything else the region's host did goes: the eager ops' Python, dispatch and launch
+calls. Which kernels Inductor generates: each run of consecutive pointwise, norm,
+softmax, reduction or copy kernels on one stream, launched by ops of the region, becomes
+one kernel (Inductor fuses them); on the device the memory-bound chains among them run
+as the ``fusion`` change has them (:mod:`..views.chains`: one kernel moving its largest
+op's bytes; without recorded shapes their device time stays). GEMMs and convolutions
+run as before.
+
+``compile-graphs`` adds CUDA graphs: the region's host work is one cache lookup and one
+graph launch (:data:`GRAPH_LAUNCH_US`); its device side is the ``compile`` change's.
+
+Every figure is measured on the shared traces (``../shared``), never fitted to a pair:
+
+- :data:`LOOKUP_US`, :data:`GENERATED_LAUNCH_US`, :data:`WRAPPER_US`: the compiled run
+  of ``pairs/h100_toyblocks_eager_vs_compile/after`` (torch.compile default mode, H100):
+  the median of its 5 ``TorchDynamo Cache Lookup`` calls (18.1 µs; the cold single call
+  of ``traces/hta_a100_torch_compile_triton_tiny`` took 35.6 µs), of its 45 ``triton_*``
+  launcher ops (9.7 µs, of which ``cuLaunchKernel`` 3.1 µs) and, per region, of the
+  region's time outside its 17 calls (9 ``triton_*``, 8 ``aten::mm``) divided by them
+  (6.4 µs; regions' medians 5.99-10.78 µs);
+- :data:`GRAPH_LAUNCH_US`: the median of the 70 ``cudaGraphLaunch`` calls of
+  ``traces/hta_a100_compiled_train_rank0_of16`` (reduce-overhead regions, A100: 27.5 µs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.cost.model import family_of
+from tb_diagnostics.analysis.intervals import Intervals, union_sorted
+from tb_diagnostics.analysis.replay.changes import fusion_change
+from tb_diagnostics.analysis.replay.engine import Change
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.compiled import compiled_view
+from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
+from tb_diagnostics.analysis.views.tables import window_of_rows
+from tb_diagnostics.trace.categories import GRAPH_LAUNCH, Kind
+
+#: One Dynamo cache lookup and guard check per region call (µs; see the module's text).
+LOOKUP_US = 18.1
+#: Inductor's launch of one generated (Triton) kernel (µs).
+GENERATED_LAUNCH_US = 9.7
+#: The generated wrapper's own host code per kernel call it makes, generated or extern (µs).
+WRAPPER_US = 6.4
+#: One ``cudaGraphLaunch`` of a captured region (µs).
+GRAPH_LAUNCH_US = 27.5
+
+#: The op families whose kernels Inductor generates and fuses.
+FUSED_FAMILIES = frozenset({"elementwise", "norm", "softmax", "reduction", "memory"})
+
+ASSUMES = {
+    "compile": (
+        "torch.compile (default mode) captures each step's host work between graph breaks "
+        "(syncs, .item(), DataLoader waits stay eager and split it); per region the host "
+        f"pays one Dynamo cache lookup ({LOOKUP_US:g} µs), per generated kernel its launch "
+        f"({GENERATED_LAUNCH_US:g} µs) and the wrapper's code ({WRAPPER_US:g} µs), per GEMM "
+        "or convolution its op's eager host time plus the wrapper's; the eager ops' Python, "
+        "dispatch and launches go. Each run of pointwise, norm and reduction kernels becomes "
+        "one kernel; memory-bound chains run as the fusion change has them; GEMMs and "
+        "convolutions stay. Figures: medians of the shared torch.compile trace "
+        "(h100_toyblocks after, H100)"),
+    "compile-graphs": (
+        "torch.compile(mode=\"reduce-overhead\"): the compile change's regions and fused "
+        f"kernels, each region replayed as one CUDA graph: its host work is one cache lookup "
+        f"({LOOKUP_US:g} µs) and one cudaGraphLaunch ({GRAPH_LAUNCH_US:g} µs, median of the "
+        "shared hta_a100_compiled_train trace); syncs and DataLoader waits stay outside"),
+}
+
+
+@dataclass(frozen=True)
+class Region:
+    """One compiled region: op calls of one thread and step between two graph breaks."""
+
+    lane: int
+    window: int  # step window index (-1: outside every window)
+    ops: np.ndarray  # outermost op calls that launch device work, by start
+    keep_us: np.ndarray  # per op: the host time it keeps once compiled (no lookup)
+    activities: np.ndarray  # positions in model.device_activity_rows of their work
+    generated: int  # kernels Inductor generates (fused runs)
+    extern: int  # GEMM / convolution / other calls it keeps
+
+    @property
+    def launches(self) -> int:
+        return self.generated + self.extern
+
+
+def _already_compiled(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
+    """Whether each host row runs inside a compiled region or CompiledFunction already."""
+    m = analysis.model
+    entry = compiled_view(analysis).entry_rows
+    out = np.zeros(rows.shape[0], dtype=bool)
+    for lane in np.unique(m.lane[entry]).tolist():
+        e = entry[m.lane[entry] == lane]
+        e = e[np.argsort(m.start[e], kind="stable")]
+        iv = union_sorted(m.start[e], m.end[e])
+        on = m.lane[rows] == lane
+        at = np.searchsorted(iv.start, m.start[rows[on]], side="right") - 1
+        ok = at >= 0
+        inside = np.zeros(at.shape[0], dtype=bool)
+        inside[ok] = m.start[rows[on]][ok] < iv.end[at[ok]]
+        out[on] = inside
+    return out
+
+
+def _breaks(analysis: SpanAnalysis) -> np.ndarray:
+    """The calls that end a graph: each sync's outermost op (``aten::item`` for its
+    ``cudaStreamSynchronize``; the sync call itself outside every op) and the
+    DataLoader's waits."""
+    syncs = analysis.sync_rows
+    top = outermost_op(analysis)[syncs] if syncs.size else syncs
+    rows = np.where(top >= 0, top, syncs) if syncs.size else syncs
+    return np.union1d(rows.astype(np.int64), analysis.input_rows.astype(np.int64))
+
+
+def _graph_launched(analysis: SpanAnalysis, launcher: np.ndarray) -> np.ndarray:
+    m = analysis.model
+    ids = np.asarray([i for i, s in enumerate(m.strings) if GRAPH_LAUNCH.match(s)],
+                     dtype=np.int32)
+    ok = launcher >= 0
+    out = np.zeros(launcher.shape[0], dtype=bool)
+    if ids.size:
+        out[ok] = np.isin(m.name[launcher[ok]], ids)
+    return out
+
+
+@computed
+def compile_regions(analysis: SpanAnalysis) -> list[Region]:
+    """The span's compiled regions, each with what its host keeps once compiled."""
+    m = analysis.model
+    acts = m.device_activity_rows
+    if analysis.cpu_only or not acts.size:
+        return []
+    launcher = m.launcher[acts]
+    top = np.where(launcher >= 0, outermost_op(analysis)[np.maximum(launcher, 0)], -1)
+    breaks = _breaks(analysis)
+    ok = (top >= 0) & ~_graph_launched(analysis, launcher) & ~np.isin(top, breaks)
+    if ok.any():
+        ok[ok] = ~_already_compiled(analysis, top[ok].astype(np.int64))
+    if not ok.any():
+        return []
+    cand = np.flatnonzero(ok)
+    ops = np.unique(top[cand]).astype(np.int64)
+    lanes = m.lane[ops].astype(np.int64)
+    win = window_of_rows(analysis, ops).astype(np.int64)
+    # A graph break splits the thread's ops: count the breaks that start before each op.
+    seg = np.zeros(ops.shape[0], dtype=np.int64)
+    for lane in np.unique(lanes).tolist():
+        b = breaks[m.lane[breaks] == lane]
+        on = lanes == lane
+        seg[on] = np.searchsorted(np.sort(m.start[b]), m.start[ops[on]], side="right")
+    inner = launching_op(analysis)
+    op_index = {int(r): i for i, r in enumerate(ops.tolist())}
+    acts_of: dict[int, list[int]] = {}
+    for i in cand.tolist():
+        acts_of.setdefault(op_index[int(top[i])], []).append(i)
+    fused_family = _fused_families(analysis, inner)
+    out: list[Region] = []
+    keys = np.stack([lanes, win, seg], axis=1)
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    for g in range(int(group.max()) + 1):
+        members = np.flatnonzero(group.reshape(-1) == g)
+        members = members[np.argsort(m.start[ops[members]], kind="stable")]
+        out.append(_region(analysis, ops, members, acts_of, inner, fused_family,
+                           int(lanes[members[0]]), int(win[members[0]])))
+    out.sort(key=lambda r: (r.lane, float(m.start[r.ops[0]])))
+    return out
+
+
+def _fused_families(analysis: SpanAnalysis, inner: np.ndarray) -> np.ndarray:
+    """Per device activity: whether Inductor generates its kernel (a kernel whose
+    launching op is of a pointwise, norm, softmax, reduction or copy family)."""
+    m = analysis.model
+    acts = m.device_activity_rows
+    names = np.where(inner >= 0, m.name[np.maximum(inner, 0)], -1)
+    fused_ids = {i for i in np.unique(names[names >= 0]).tolist()
+                 if family_of(m.strings[i]) in FUSED_FAMILIES}
+    return (m.kind[acts] == Kind.KERNEL) & np.isin(names, list(fused_ids) or [-2])
+
+
+def _region(analysis: SpanAnalysis, ops: np.ndarray, members: np.ndarray,
+            acts_of: dict[int, list[int]], inner: np.ndarray, fused: np.ndarray,
+            lane: int, window: int) -> Region:
+    m = analysis.model
+    acts = m.device_activity_rows
+    mine = np.asarray(sorted(i for k in members.tolist() for i in acts_of[k]), dtype=np.int64)
+    owner = {i: j for j, k in enumerate(members.tolist()) for i in acts_of[int(k)]}
+    keep = np.zeros(members.shape[0])
+    generated = extern = 0
+    # A run of generated kernels per stream, in the order they ran: one kernel each.
+    order = mine[np.lexsort((m.start[acts[mine]], m.stream[acts[mine]]))]
+    prev_stream, in_run = None, False
+    extern_ops: set[int] = set()
+    for i in order.tolist():
+        stream = int(m.stream[acts[i]])
+        if stream != prev_stream:
+            in_run = False
+        prev_stream = stream
+        if fused[i]:
+            if not in_run:
+                generated += 1
+                keep[owner[i]] += GENERATED_LAUNCH_US + WRAPPER_US
+            in_run = True
+            continue
+        in_run = False
+        # An extern call: its launching op's host time, once per op call.
+        op = int(inner[i]) if inner[i] >= 0 else int(ops[members[owner[i]]])
+        if op not in extern_ops:
+            extern_ops.add(op)
+            extern += 1
+            keep[owner[i]] += float(m.dur[op]) + WRAPPER_US
+    return Region(lane=lane, window=window, ops=ops[members], keep_us=keep,
+                  activities=mine, generated=generated, extern=extern)
+
+
+def _removed(analysis: SpanAnalysis, regions: list[Region],
+             keep: list[np.ndarray]) -> dict[int, Intervals]:
+    """Per lane: each region's span less what it keeps (``keep[k]`` per op of region
+    ``k``, from the op's start on; what an op's own time cannot hold is kept from the
+    time after it, so a region keeps its whole budget where its span allows)."""
+    m = analysis.model
+    starts: dict[int, list[float]] = {}
+    ends: dict[int, list[float]] = {}
+    for r, k in zip(regions, keep, strict=True):
+        s = m.start[r.ops].astype(float).tolist()
+        seg_end = s[1:] + [float(m.end[r.ops].max())]
+        carry = 0.0
+        cs, ce = starts.setdefault(r.lane, []), ends.setdefault(r.lane, [])
+        for a, b, want in zip(s, seg_end, k.tolist(), strict=True):
+            want += carry
+            kept = min(want, b - a)
+            carry = want - kept
+            if a + kept < b:
+                cs.append(a + kept)
+                ce.append(b)
+    out = {}
+    for lane in starts:
+        s, e = np.asarray(starts[lane]), np.asarray(ends[lane])
+        order = np.argsort(s, kind="stable")
+        iv = union_sorted(s[order], e[order])
+        if iv.total > 0:
+            out[lane] = iv
+    return out
+
+
+def _device_scale(analysis: SpanAnalysis, regions: list[Region]) -> np.ndarray | None:
+    """The fusion change's device factors, for the work of the regions only."""
+    fusion = fusion_change(analysis)
+    if fusion is None or fusion.device_scale is None:
+        return None
+    inside = np.zeros(fusion.device_scale.shape[0], dtype=bool)
+    for r in regions:
+        inside[r.activities] = True
+    scale = np.where(inside, fusion.device_scale, 1.0)
+    return None if np.all(scale == 1.0) else scale
+
+
+def _change(analysis: SpanAnalysis, regions: list[Region],
+            keep: list[np.ndarray]) -> Change | None:
+    removed = _removed(analysis, regions, keep)
+    scale = _device_scale(analysis, regions)
+    if not removed and scale is None:
+        return None
+    return Change(removed_host=removed, device_scale=scale)
+
+
+def compile_change(analysis: SpanAnalysis) -> Change | None:
+    """torch.compile (default mode): per region, one cache lookup, and per kernel its
+    launch (generated) or its op's host time (extern); fused runs on the device."""
+    regions = compile_regions(analysis)
+    if not regions:
+        return None
+    keep = []
+    for r in regions:
+        k = r.keep_us.copy()
+        k[0] += LOOKUP_US
+        keep.append(k)
+    return _change(analysis, regions, keep)
+
+
+def compile_graphs_change(analysis: SpanAnalysis) -> Change | None:
+    """torch.compile(mode="reduce-overhead"): per region, one cache lookup and one graph
+    launch on the host; the compile change's fused kernels on the device."""
+    regions = compile_regions(analysis)
+    if not regions:
+        return None
+    keep = []
+    for r in regions:
+        k = np.zeros(r.ops.shape[0])
+        k[0] = LOOKUP_US + GRAPH_LAUNCH_US
+        keep.append(k)
+    return _change(analysis, regions, keep)
