@@ -1,0 +1,155 @@
+"""Capture regions: the host work a CUDA graph (``torch.cuda.graph``, ``mode="reduce-overhead"``)
+would capture, and what stays outside it.
+
+A step's host work that launches device work (forward, backward, optimizer) is captured.
+The unit is the op the user called (the outermost op above a launch call, or the bare
+launch call where no op encloses it). What cannot be in a graph ends a capture and stays
+outside, with the op call around it:
+
+- a host sync (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, a synchronous
+  ``cudaMemcpy``), and a CPU read of a device value (``.item()``: ``aten::item`` →
+  ``aten::_local_scalar_dense`` → a device-to-host copy and a sync);
+- the DataLoader's wait (``enumerate(DataLoader)``);
+- a copy from pageable host memory (stream capture refuses it; the input batch is copied
+  into the graph's static inputs outside the graph);
+- a graph that is already replayed (``cudaGraphLaunch``): it keeps its own launch.
+
+A region never crosses a step boundary. Its host time on each thread runs from its first
+unit's start to its last unit's end there (the Python frames between the ops included:
+a graph replay runs none of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.intervals import Intervals, union_sorted
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.hierarchy import outermost_op
+from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD
+
+
+@dataclass(frozen=True)
+class CaptureRegions:
+    """The span's capture regions; units and activities point at their region."""
+
+    #: Per region: its window (step) index, the host lane it starts on (where the one
+    #: graph launch goes), and its host extent on that lane.
+    step: np.ndarray
+    lane: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    #: The captured op calls (units), by start; ``unit_region`` their region index.
+    unit_rows: np.ndarray
+    unit_region: np.ndarray
+    #: Per device activity (``model.device_activity_rows`` order): its region, or -1
+    #: (not launched from a captured unit: a graph already, a sync's own copy, no step).
+    activity_region: np.ndarray
+    #: Per host lane, the regions' host time on it (each region's first to last unit).
+    host: dict[int, Intervals]
+
+    def __len__(self) -> int:
+        return int(self.step.shape[0])
+
+    @property
+    def captured(self) -> np.ndarray:
+        """Bool per device activity: launched from inside a capture region."""
+        return self.activity_region >= 0
+
+
+def _name_ids(analysis: SpanAnalysis, pattern) -> np.ndarray:
+    return np.asarray([i for i, s in enumerate(analysis.model.strings) if pattern.match(s)],
+                      dtype=np.int64)
+
+
+def _breakers(analysis: SpanAnalysis, launcher: np.ndarray) -> np.ndarray:
+    """Host rows no graph can hold: syncs (``.item()`` included), DataLoader waits, the
+    launches of pageable host-to-device copies, and graph launches."""
+    m = analysis.model
+    acts = m.device_activity_rows
+    graph_calls = launcher[np.isin(m.name[launcher], _name_ids(analysis, GRAPH_LAUNCH))]
+    pageable = acts[np.isin(m.name[acts], _name_ids(analysis, PAGEABLE_HTOD))]
+    pageable_calls = m.launcher[pageable]
+    pageable_calls = pageable_calls[pageable_calls >= 0]
+    rows = np.concatenate([analysis.sync_rows, analysis.input_rows, graph_calls,
+                           pageable_calls]).astype(np.int64)
+    return np.unique(rows)
+
+
+@computed
+def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
+    m = analysis.model
+    acts = m.device_activity_rows
+    a_launcher = m.launcher[acts].astype(np.int64)
+    launcher = np.unique(a_launcher[a_launcher >= 0])
+    top = outermost_op(analysis)
+
+    def unit_of(rows: np.ndarray) -> np.ndarray:
+        u = top[rows].astype(np.int64)
+        return np.where(u >= 0, u, rows)
+
+    breakers = _breakers(analysis, launcher)
+    b_units = unit_of(breakers) if breakers.size else np.zeros(0, np.int64)
+    units = np.setdiff1d(unit_of(launcher), b_units) if launcher.size else launcher
+    # A launch under a breaker's op (the copy of ``.item()``) is not captured either; nor
+    # is a unit that a breaker encloses (an op inside the DataLoader's wait).
+    if b_units.size and units.size:
+        inside = np.zeros(units.size, dtype=bool)
+        for lane in np.unique(m.lane[b_units]).tolist():
+            bl = b_units[m.lane[b_units] == lane]
+            bl = bl[np.argsort(m.start[bl], kind="stable")]
+            on = np.flatnonzero(m.lane[units] == lane)
+            k = np.searchsorted(m.start[bl], m.start[units[on]], side="right") - 1
+            ok = k >= 0
+            reach = np.maximum.accumulate(m.end[bl])  # nested breakers: the outer one's end
+            inside[on[ok]] = reach[k[ok]] > m.start[units[on[ok]]]
+        units = units[~inside]
+    units = units[np.argsort(m.start[units], kind="stable")]
+    u_start, u_end, u_lane = m.start[units], m.end[units], m.lane[units].astype(np.int64)
+
+    hs = analysis.host_steps
+    step = hs.locate(u_start).astype(np.int64) if len(hs) else np.zeros(units.size, np.int64)
+    keep = step >= 0
+    units, u_start, u_end, u_lane, step = (units[keep], u_start[keep], u_end[keep],
+                                           u_lane[keep], step[keep])
+    # Regions: a new one at each step and after each breaker (every thread's).
+    cut_times = np.sort(m.start[b_units]) if b_units.size else np.zeros(0)
+    cuts = np.searchsorted(cut_times, u_start, side="right")
+    new = np.ones(units.size, dtype=bool)
+    new[1:] = (step[1:] != step[:-1]) | (cuts[1:] != cuts[:-1])
+    unit_region = np.cumsum(new) - 1
+    n = int(unit_region[-1]) + 1 if units.size else 0
+    first = np.flatnonzero(new)
+    r_lane = u_lane[first]
+    r_step = step[first]
+    r_start = u_start[first]
+    r_end = np.full(n, -np.inf)
+    on_lane = u_lane == r_lane[unit_region]
+    np.fmax.at(r_end, unit_region[on_lane], u_end[on_lane])
+
+    # Per lane and region: first unit's start to last unit's end.
+    host: dict[int, Intervals] = {}
+    for lane in np.unique(u_lane).tolist():
+        on = np.flatnonzero(u_lane == lane)
+        reg = unit_region[on]
+        s = np.full(n, np.inf)
+        e = np.full(n, -np.inf)
+        np.fmin.at(s, reg, u_start[on])
+        np.fmax.at(e, reg, u_end[on])
+        got = np.flatnonzero(np.isfinite(s))
+        order = got[np.argsort(s[got], kind="stable")]
+        host[int(lane)] = union_sorted(s[order], e[order])
+
+    a_region = np.full(acts.shape[0], -1, dtype=np.int64)
+    has = np.flatnonzero(a_launcher >= 0)
+    if has.size and units.size:
+        by_row = np.argsort(units)
+        au = unit_of(a_launcher[has])
+        pos = np.minimum(np.searchsorted(units[by_row], au), units.size - 1)
+        hit = units[by_row][pos] == au
+        a_region[has[hit]] = unit_region[by_row][pos[hit]]
+    return CaptureRegions(step=r_step, lane=r_lane, start=r_start, end=r_end,
+                          unit_rows=units, unit_region=unit_region,
+                          activity_region=a_region, host=host)
