@@ -208,6 +208,7 @@ def roofline_summary(span: dict[str, Any]) -> str | None:
     if unmodelled > 0:
         text += f"; {unmodelled / 1000:.2f} ms of device time has no cost model"
         bounded = roof.get("lower_bound_device_us") or 0
-        if bounded > 0:
-            text += f" ({bounded / 1000:.2f} ms of it only a memory lower bound)"
+        if bounded > 0:  # µs where ms would read "0.00 ms"
+            shown = f"{bounded / 1000:.2f} ms" if bounded >= 10 else f"{bounded:.1f} µs"
+            text += f" ({shown} of it only a memory lower bound)"
     return text
