@@ -124,6 +124,9 @@ def model_from_buffer(raw: bytearray, fmt: int, path: str) -> TraceModel | None:
                                      offset=base + offset).reshape(shape)
     for k, n in meta["constant"].items():  # stored as their one value
         arrays[k] = np.broadcast_to(arrays[k], (n,))
+    if any(f"memory.{k}" not in arrays for k in _MEMORY_FIELDS) or any(
+            k not in arrays for k in _ARRAY_FIELDS):
+        return None  # written before a column was added: a miss, not a model
     n_rows = meta["rows"]
     if any(arrays[k].ndim != 1 or arrays[k].shape[0] != n_rows for k in _ARRAY_FIELDS):
         return None

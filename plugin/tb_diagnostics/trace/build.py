@@ -68,6 +68,15 @@ def _launch_shape(a: Any) -> bytes:
     return b"[" + (bytes(a.grid) or b"null") + b"," + (bytes(a.block) or b"null") + b"]"
 
 
+def _launch_resources(a: Any) -> bytes:
+    """``[registers per thread, shared memory, est. achieved occupancy %]`` as JSON text
+    for kernels that record any of them, else empty."""
+    if a.registers is NO_RAW and a.shared_memory is NO_RAW and a.occupancy is NO_RAW:
+        return b""
+    return (b"[" + (bytes(a.registers) or b"null") + b"," + (bytes(a.shared_memory) or b"null")
+            + b"," + (bytes(a.occupancy) or b"null") + b"]")
+
+
 def build_model(doc: Any, path: str) -> TraceModel:
     """Build the model of one decoded trace file (see :mod:`tb_diagnostics.trace.decode`)."""
     builder = ModelBuilder(path)
@@ -189,6 +198,7 @@ class ModelBuilder:
             types=intern.raw([a.input_type for a in args]),
             concrete=self._concrete(name, args),
             shape=self._launch_shapes(args),
+            resources=self._launch_resources(args),
         )
         if renumbered:
             self._count(_RENUMBERED, int(np.logical_or.reduce(renumbered).sum()))
@@ -204,6 +214,15 @@ class ModelBuilder:
             return constant(NO_ID, n, np.int32)
         return self.intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
                                 else _launch_shape(a) for a in args], compact=True)
+
+    def _launch_resources(self, args: list) -> np.ndarray:
+        """Kernels' ``[registers, shared memory, occupancy %]`` (NO_ID for the rest), with
+        the same C-speed answer for a batch without any."""
+        n = len(args)
+        if [a.registers for a in args].count(NO_RAW) == n and \
+                [a.shared_memory for a in args].count(NO_RAW) == n:
+            return constant(NO_ID, n, np.int32)
+        return self.intern.raw([_launch_resources(a) for a in args], compact=True)
 
     def _concrete(self, name: np.ndarray, args: list) -> np.ndarray:
         """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest)."""
@@ -339,7 +358,8 @@ class ModelBuilder:
                  "python_parent": ("pypar", np.int64), "call_stack": ("stack", np.int32),
                  "input_dims": ("dims", np.int32), "input_types": ("types", np.int32),
                  "concrete_inputs": ("concrete", np.int32),
-                 "launch_shape": ("shape", np.int32)}
+                 "launch_shape": ("shape", np.int32),
+                 "launch_resources": ("resources", np.int32)}
         columns = {field: take(col(key, dtype), order) for field, (key, dtype) in named.items()}
         for field in _NARROWABLE_IDS:
             columns[field] = narrow_ids(columns[field])
@@ -369,7 +389,7 @@ class ModelBuilder:
             parent=nest(kind, lane_col, start, end, is_dev),
             launcher=_join_launches(kind, corr),
             lanes=lanes,
-            memory=self.side.memory_events(origin),
+            memory=self.side.memory_events(origin, self.lane_ids),
             meta=meta,
             origin_us=origin + (meta.base_time_ns or 0.0) / 1000.0,
             warnings=warnings,
@@ -383,13 +403,14 @@ class ModelBuilder:
 #: the value that marks "absent" in each.
 _ABSENT_VALUE: dict[str, Any] = {
     **dict.fromkeys(("corr", "ext", "device", "stream", "pyid", "pypar",
-                     "stack", "dims", "types", "concrete", "shape"), NO_ID),
+                     "stack", "dims", "types", "concrete", "shape", "resources"), NO_ID),
     "nbytes": math.nan,
 }
 
 
 #: The builder's columns that hold string ids.
-_STRING_ID_KEYS = frozenset({"name", "stack", "dims", "types", "concrete", "shape"})
+_STRING_ID_KEYS = frozenset({"name", "stack", "dims", "types", "concrete", "shape",
+                             "resources"})
 
 
 #: Id columns that are only looked up, never combined arithmetically: stored as int32
@@ -401,7 +422,7 @@ _NARROWABLE_IDS = ("external_id", "python_id", "python_parent")
 #: distinct strings, or threads and streams): half the memory of int32.
 _INT16_LIMIT = np.iinfo(np.int16).max
 _STRING_ID_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "concrete_inputs",
-                      "launch_shape")
+                      "launch_shape", "launch_resources")
 
 
 def _meta(doc: Any) -> TraceMeta:

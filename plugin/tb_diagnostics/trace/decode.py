@@ -89,6 +89,12 @@ def _raw(v: Any) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode(v)) if type(v) is list else NO_RAW
 
 
+def _raw_scalar(v: Any) -> msgspec.Raw:
+    """A lenient number or string back to raw JSON text (a kernel's registers, shared
+    memory and occupancy; Kineto writes ``"inf"`` where a figure overflowed)."""
+    return msgspec.Raw(msgspec.json.encode(v)) if type(v) in (int, float, str) else NO_RAW
+
+
 def _id_or_str(v: Any) -> int | str:
     if type(v) is str:
         return v
@@ -109,6 +115,7 @@ _ARG_FIELDS: list[Field] = [
     ("mem_bytes", "Bytes", float, NAN, _num),
     ("total_allocated", "Total Allocated", float, NAN, _num),
     ("total_reserved", "Total Reserved", float, NAN, _num),
+    ("addr", "Addr", int, ABSENT, _id),  # a [memory] event's block address
     ("device_type", "Device Type", int, ABSENT, _id),
     ("device_id", "Device Id", int, ABSENT, _id),
     ("device", "device", int, ABSENT, _id),
@@ -120,6 +127,11 @@ _ARG_FIELDS: list[Field] = [
     ("concrete_inputs", "Concrete Inputs", msgspec.Raw, NO_RAW, _raw),
     ("grid", "grid", msgspec.Raw, NO_RAW, _raw),
     ("block", "block", msgspec.Raw, NO_RAW, _raw),
+    # A kernel's resources and the profiler's occupancy estimate, raw too: only kernels
+    # have them, and the analysis reads each distinct combination once.
+    ("registers", "registers per thread", msgspec.Raw, NO_RAW, _raw_scalar),
+    ("shared_memory", "shared memory", msgspec.Raw, NO_RAW, _raw_scalar),
+    ("occupancy", "est. achieved occupancy %", msgspec.Raw, NO_RAW, _raw_scalar),
     ("label", "name", str | None, None, _opt_str),  # the name carried by ph:M metadata events
 ]
 

@@ -74,6 +74,8 @@ class MemoryEvents:
     total_reserved: np.ndarray  # float64, NaN where the trace does not say
     device_type: np.ndarray  # int64: 0 CPU, 1 CUDA (Kineto's c10::DeviceType)
     device_id: np.ndarray  # int64, -1 for the host
+    addr: np.ndarray  # int64 block address (an allocation and its free share it), NO_ID
+    lane: np.ndarray  # int32 index into the model's lanes of the host thread, NO_ID
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -119,6 +121,9 @@ class TraceModel:
     input_types: np.ndarray  # as name (JSON of "Input type"), NO_ID
     concrete_inputs: np.ndarray  # as name (JSON of "Concrete Inputs", PyTorch ≥ 2.1), NO_ID
     launch_shape: np.ndarray  # as name (JSON of a kernel's [grid, block]), NO_ID
+    #: As name: JSON of a kernel's [registers per thread, shared memory (static + dynamic,
+    #: bytes), est. achieved occupancy %], each null where not recorded; NO_ID.
+    launch_resources: np.ndarray
     lanes: list[Lane]
     memory: MemoryEvents
     meta: TraceMeta

@@ -27,7 +27,8 @@ _FLOW_PHASES = frozenset({"s", "f", "t"})
 _LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
                                  dtype=np.uint8)
 _MEMORY_FIELDS = {"ts": np.float64, "bytes": np.float64, "allocated": np.float64,
-                  "reserved": np.float64, "device_type": np.int64, "device_id": np.int64}
+                  "reserved": np.float64, "device_type": np.int64, "device_id": np.int64,
+                  "addr": np.int64, "thread": np.int32}
 
 
 class SideEvents:
@@ -43,6 +44,9 @@ class SideEvents:
                       "thread": GrowingColumn(np.int32, None),
                       "ts": GrowingColumn(np.float64, None), "id": GrowingColumn(np.int64, None)}
         self.memory = {k: GrowingColumn(t, None) for k, t in _MEMORY_FIELDS.items()}
+        # The thread of each memory sample as (pid, tid), numbered like the flows' threads:
+        # the model maps it to the host lane whose op made the allocation.
+        self.memory_threads: dict[tuple[Any, Any], int] = {}
         self.renumbered = 0  # flows whose id did not fit int64 (columns.link_ids)
 
     def add(self, events: list[Any]) -> None:
@@ -93,6 +97,10 @@ class SideEvents:
             m["reserved"].extend(np.asarray([a.total_reserved for a in args], dtype=np.float64))
             m["device_type"].extend(ints([a.device_type for a in args]))
             m["device_id"].extend(ints([a.device_id for a in args]))
+            m["addr"].extend(ints([a.addr for a in args]))
+            mt = self.memory_threads
+            m["thread"].extend(np.asarray([mt.setdefault((e.pid, e.tid), len(mt))
+                                           for e in samples], dtype=np.int32))
 
     def export(self) -> dict[str, Any]:
         """The collected events as plain data (for :meth:`merge` in another process)."""
@@ -100,6 +108,7 @@ class SideEvents:
                 "flow_threads": list(self.flow_threads),
                 "flows": {k: c.take() for k, c in self.flows.items()},
                 "memory": {k: c.take() for k, c in self.memory.items()},
+                "memory_threads": list(self.memory_threads),
                 "renumbered": self.renumbered}
 
     def merge(self, part: dict[str, Any]) -> None:
@@ -115,7 +124,12 @@ class SideEvents:
                 values = thread_map[values]
             if values.size:
                 self.flows[k].extend(values)
+        mt = self.memory_threads
+        mem_thread_map = np.asarray([mt.setdefault(k, len(mt)) for k in part["memory_threads"]],
+                                    dtype=np.int32)
         for k, values in part["memory"].items():
+            if k == "thread" and values.size:
+                values = mem_thread_map[values]
             if values.size:
                 self.memory[k].extend(values)
 
@@ -144,11 +158,17 @@ class SideEvents:
                 corr[i] = fid
         return corr
 
-    def memory_events(self, origin: float) -> MemoryEvents:
-        """The memory samples, in time order, with times relative to ``origin``."""
+    def memory_events(self, origin: float,
+                      lane_ids: dict[tuple[bool, Any, Any], int]) -> MemoryEvents:
+        """The memory samples, in time order, with times relative to ``origin``; each
+        sample's thread as its host lane in ``lane_ids`` (the builder's (is_device, pid,
+        tid) → lane), NO_ID where that thread has no complete event."""
         cols = {k: c.take() for k, c in self.memory.items()}
         ts = cols["ts"] - origin
         order = np.argsort(ts, kind="stable")
+        lane_of_thread = np.asarray([lane_ids.get((False, pid, tid), NO_ID)
+                                     for pid, tid in self.memory_threads] or [NO_ID],
+                                    dtype=np.int32)
         return MemoryEvents(
             ts=ts[order],
             nbytes=np.nan_to_num(cols["bytes"], nan=0.0)[order],
@@ -156,4 +176,6 @@ class SideEvents:
             total_reserved=cols["reserved"][order],
             device_type=cols["device_type"][order],
             device_id=cols["device_id"][order],
+            addr=cols["addr"][order],
+            lane=lane_of_thread[cols["thread"]][order],
         )
