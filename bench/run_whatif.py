@@ -1,15 +1,21 @@
 """Predicted against measured savings: the replay's projection on a run, and the same
 program with the fix applied, profiled for real.
 
-    python bench/run_whatif.py [--shared DIR] [--log DIR]
+    python bench/run_whatif.py [--shared DIR] [--pairs DIR] [--log DIR]
 
 Pairs (each: the run before the fix, the run after, the change that models the fix):
 the shared ResNet-50 on a V100 with ``num_workers=0`` and ``num_workers=4``, per
-profiling cycle (span), and the sample runs of ``log/`` that differ by one workload flag.
+profiling cycle (span); the shared pair ``../shared/pairs/h100_toyblocks_eager_vs_compile``
+(eager → ``torch.compile`` default mode, 5 iterations without ``ProfilerStep#``: the
+engine infers them, from the compiled regions after and the repeating calls before),
+projected with ``compile`` and with ``compile-graphs``; and the sample runs of ``log/``
+that differ by one workload flag.
 "Measured" is the median warm step before minus the median warm step after; "predicted"
-is the ``saves_us`` of the change's projection (``spans[].whatif``) in the run before.
-Prints a table with the error of each prediction; a pair whose change does not apply to
-its run says so instead.
+is the ``saves_us`` of the change's projection (``spans[].whatif``) in the run before;
+both also as a change of the step before. Prints a table with the error of each
+prediction; a pair whose change does not apply to its run says so instead, and a
+projection whose fix the run after did not make (``compile-graphs`` beside a default-mode
+run) gives no error.
 """
 
 from __future__ import annotations
@@ -24,7 +30,11 @@ from tb_diagnostics.report.compare import cold_steps
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: (label, before run, after run, change id, which log dir: "shared" or "log")
+#: The shared before/after pairs (``--pairs``), each a log dir of two runs.
+COMPILE_PAIR = "h100_toyblocks_eager_vs_compile"
+
+#: (label, before run, after run, change id, which log dir: "shared", "log" or
+#: "pair:<folder>" under ``--pairs``[, whether the run after made this very fix])
 PAIRS = [
     ("ResNet-50 V100, num_workers 0 → 4", "kineto_resnet50_v100_dataloader_workers0",
      "kineto_resnet50_v100_dataloader_workers4", "input", "shared"),
@@ -35,6 +45,11 @@ PAIRS = [
     ("CPU tiny ops eager → fused", "tiny_ops-unfused-cpu", "tiny_ops-fused-cpu", "fusion", "log"),
     ("CPU matmul 64, no warm-up → 3 warm-up steps", "matmul_add-size64-cpu",
      "matmul_add-size64-warmup3-cpu", "warmup", "log"),
+    ("H100 toy blocks, eager → torch.compile", "before", "after", "compile",
+     f"pair:{COMPILE_PAIR}"),
+    # The run after is default mode: the reduce-overhead projection sits beside it, no error.
+    ("H100 toy blocks, eager → torch.compile", "before", "after", "compile-graphs",
+     f"pair:{COMPILE_PAIR}", False),
 ]
 
 
@@ -53,7 +68,8 @@ def _warm_median(span: dict) -> float:
 def rows(logdirs: dict[str, Path]) -> list[dict]:
     docs = {k: build_document(scan_logdir(str(v))) for k, v in logdirs.items() if v.is_dir()}
     out = []
-    for label, before, after, change, where in PAIRS:
+    for label, before, after, change, where, *same in PAIRS:
+        compared = same[0] if same else True
         doc = docs.get(where)
         if doc is None:
             continue
@@ -64,34 +80,50 @@ def rows(logdirs: dict[str, Path]) -> list[dict]:
             measured = _warm_median(b) - _warm_median(a)
             proj = next((w for w in b.get("whatif", []) if w["id"] == change), None)
             predicted = None if proj is None else proj["saves_us"]
-            err = (None if predicted is None or measured == 0
+            err = (None if predicted is None or measured == 0 or not compared
                    else (predicted - measured) / abs(measured))
+            base = _warm_median(b)
             out.append({"pair": label + (f" (cycle {cycle + 1})" if len(b_spans) > 1 else ""),
-                        "change": change, "before_ms": _warm_median(b) / 1000,
+                        "change": change, "before_ms": base / 1000,
                         "after_ms": _warm_median(a) / 1000, "measured_ms": measured / 1000,
                         "predicted_ms": None if predicted is None else predicted / 1000,
-                        "error": err})
+                        "measured_change": -measured / base if base else None,
+                        "predicted_change": (None if predicted is None or not base
+                                             else -predicted / base),
+                        "compared": compared, "error": err})
     return out
 
 
 def table(rs: list[dict]) -> str:
     head = ("| pair | change | before ms | after ms | measured saving ms | predicted ms | "
-            "error |\n|---|---|--:|--:|--:|--:|--:|")
+            "measured change | predicted change | error |\n"
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|")
     lines = [head]
     for r in rs:
-        pred = "not modelled" if r["predicted_ms"] is None else f"{r['predicted_ms']:.2f}"
-        err = "—" if r["error"] is None else f"{100 * r['error']:+.0f}%"
-        lines.append(f"| {r['pair']} | `{r['change']}` | {r['before_ms']:.2f} | "
-                     f"{r['after_ms']:.2f} | {r['measured_ms']:.2f} | {pred} | {err} |")
+        pred = "not modelled" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}"
+        err = ("—" if r["error"] is None else f"{100 * r['error']:+.0f}%") + (
+            "" if r.get("compared", True) else " (not this fix)")
+        lines.append(f"| {r['pair']} | `{r['change']}` | {r['before_ms']:.3f} | "
+                     f"{r['after_ms']:.3f} | {r['measured_ms']:.3f} | {pred} | "
+                     f"{_pct(r.get('measured_change'))} | {_pct(r.get('predicted_change'))} | "
+                     f"{err} |")
     return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f}%"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "traces")
+    p.add_argument("--pairs", type=Path, default=REPO.parent / "shared" / "pairs")
     p.add_argument("--log", type=Path, default=REPO / "log")
     args = p.parse_args(argv)
-    print(table(rows({"shared": args.shared, "log": args.log})))
+    dirs = {"shared": args.shared, "log": args.log}
+    dirs.update({w: args.pairs / w.removeprefix("pair:") for *_, w in
+                 (entry[:5] for entry in PAIRS) if w.startswith("pair:")})
+    print(table(rows(dirs)))
     return 0
 
 

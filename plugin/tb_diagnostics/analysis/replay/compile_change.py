@@ -244,7 +244,7 @@ def _removed(analysis: SpanAnalysis, regions: list[Region],
     ends: dict[int, list[float]] = {}
     for r, k in zip(regions, keep, strict=True):
         s = m.start[r.ops].astype(float).tolist()
-        seg_end = s[1:] + [float(m.end[r.ops].max())]
+        seg_end = [*s[1:], float(m.end[r.ops].max())]
         carry = 0.0
         cs, ce = starts.setdefault(r.lane, []), ends.setdefault(r.lane, [])
         for a, b, want in zip(s, seg_end, k.tolist(), strict=True):

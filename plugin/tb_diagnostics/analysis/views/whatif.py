@@ -37,6 +37,8 @@ from tb_diagnostics.analysis.replay.changes import (
     profiler_change,
     sync_change,
 )
+from tb_diagnostics.analysis.replay.compile_change import ASSUMES as COMPILE_ASSUMES
+from tb_diagnostics.analysis.replay.compile_change import compile_change, compile_graphs_change
 from tb_diagnostics.analysis.replay.engine import Change, replay
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
@@ -173,6 +175,9 @@ class Card:
     assumes: str
 
 
+#: The rules whose fix reads "torch.compile the step".
+_COMPILE_RULES = ("tiny-kernels", "high-call-count", "memory-bound-chain", "dispatch-chain")
+
 CARDS: list[Card] = [
     Card("input", "The training thread no longer waits for the DataLoader.",
          ("dataloader-bottleneck",), (), ("gpu-idle-gap",), input_change, ASSUMES["input"]),
@@ -188,6 +193,14 @@ CARDS: list[Card] = [
          ASSUMES["launch"]),
     Card("graphs", "The step's launches are replayed as CUDA graphs.",
          ("tiny-kernels",), (), ("high-call-count",), graphs_change, ASSUMES["graphs"]),
+    # torch.compile, the fix the overhead and fusion rules propose: related, not claimed
+    # (each of those rules names one symptom; the card replays the whole compile).
+    Card("compile", "The step runs under torch.compile: one graph per region between graph "
+         "breaks, fused kernels, no eager dispatch.", (), (), _COMPILE_RULES, compile_change,
+         COMPILE_ASSUMES["compile"]),
+    Card("compile-graphs", "The step runs under torch.compile(mode=\"reduce-overhead\"): "
+         "each compiled region replayed as one CUDA graph.", (), (), _COMPILE_RULES,
+         compile_graphs_change, COMPILE_ASSUMES["compile-graphs"]),
     Card("fusion", "Each chain of memory-bound kernels runs as one fused kernel.",
          ("memory-bound-chain",), (), (), fusion_change, ASSUMES["fusion"]),
     Card("amp", "fp32 GEMMs and convolutions run in bf16 (fp16 where there is no bf16).",
