@@ -30,6 +30,20 @@ from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import outermost_op
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD
 
+#: Host cost of one ``cudaGraphLaunch`` (µs): the median of the 70 calls in
+#: ``../shared/traces/hta_a100_compiled_train_rank0_of16`` (A100, graphs of 1-20 kernels,
+#: 13-569 µs). The other shared trace that replays graphs, ``hta_2022_v100_rank1_of2``
+#: (V100, 2022), launches graphs of 339 and 502 kernels at 956-1,596 µs (median 1,240 µs,
+#: about 2.9 µs a kernel): on that older CUDA a large graph's launch grows with its size,
+#: and this figure is low for it. Over both traces' 82 calls the median is 32.0 µs.
+GRAPH_LAUNCH_US = 27.5
+#: Gap between consecutive kernels of one graph on a stream (µs): the median of the 5,034
+#: such gaps in ``hta_2022_v100_rank1_of2``'s twelve graph replays (timestamps in whole
+#: µs: 0 µs at the 10th percentile, 1 µs at the median, 2 µs at the 75th). The A100
+#: trace's graphs wait on other streams between their kernels (median 203 µs), so they do
+#: not measure the gap. A device whose own back-to-back gap is smaller keeps its own.
+GRAPH_GAP_US = 1.0
+
 
 @dataclass(frozen=True)
 class CaptureRegions:
@@ -47,8 +61,17 @@ class CaptureRegions:
     #: Per device activity (``model.device_activity_rows`` order): its region, or -1
     #: (not launched from a captured unit: a graph already, a sync's own copy, no step).
     activity_region: np.ndarray
-    #: Per host lane, the regions' host time on it (each region's first to last unit).
-    host: dict[int, Intervals]
+    #: Each region's host extent on each thread it ran on (first unit's start to last
+    #: unit's end there): its lane, region index, start, end; by lane, then start.
+    ext_lane: np.ndarray
+    ext_region: np.ndarray
+    ext_start: np.ndarray
+    ext_end: np.ndarray
+
+    @property
+    def host(self) -> dict[int, Intervals]:
+        """Per host lane, the regions' host time on it."""
+        return per_lane_union(self.ext_lane, self.ext_start, self.ext_end)
 
     def __len__(self) -> int:
         return int(self.step.shape[0])
@@ -130,7 +153,7 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
     np.fmax.at(r_end, unit_region[on_lane], u_end[on_lane])
 
     # Per lane and region: first unit's start to last unit's end.
-    host: dict[int, Intervals] = {}
+    ext = [[], [], [], []]
     for lane in np.unique(u_lane).tolist():
         on = np.flatnonzero(u_lane == lane)
         reg = unit_region[on]
@@ -139,8 +162,11 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
         np.fmin.at(s, reg, u_start[on])
         np.fmax.at(e, reg, u_end[on])
         got = np.flatnonzero(np.isfinite(s))
-        order = got[np.argsort(s[got], kind="stable")]
-        host[int(lane)] = union_sorted(s[order], e[order])
+        got = got[np.argsort(s[got], kind="stable")]
+        for col, v in zip(ext, (np.full(got.size, lane), got, s[got], e[got]), strict=True):
+            col.append(v)
+    ext_lane, ext_region, ext_start, ext_end = (
+        np.concatenate(c) if c else np.zeros(0) for c in ext)
 
     a_region = np.full(acts.shape[0], -1, dtype=np.int64)
     has = np.flatnonzero(a_launcher >= 0)
@@ -152,4 +178,19 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
         a_region[has[hit]] = unit_region[by_row][pos[hit]]
     return CaptureRegions(step=r_step, lane=r_lane, start=r_start, end=r_end,
                           unit_rows=units, unit_region=unit_region,
-                          activity_region=a_region, host=host)
+                          activity_region=a_region, ext_lane=ext_lane.astype(np.int64),
+                          ext_region=ext_region.astype(np.int64), ext_start=ext_start,
+                          ext_end=ext_end)
+
+
+def per_lane_union(lane: np.ndarray, start: np.ndarray,
+                   end: np.ndarray) -> dict[int, Intervals]:
+    """Per lane, the union of the ``[start, end)`` intervals on it."""
+    out = {}
+    for x in np.unique(lane).tolist():
+        on = np.flatnonzero(lane == x)
+        on = on[np.argsort(start[on], kind="stable")]
+        iv = union_sorted(start[on], end[on])
+        if len(iv):
+            out[int(x)] = iv
+    return out

@@ -8,7 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from tb_diagnostics.analysis.intervals import Intervals, union_sorted
+from tb_diagnostics.analysis.replay.capture import (
+    GRAPH_GAP_US,
+    GRAPH_LAUNCH_US,
+    capture_regions,
+    per_lane_union,
+)
 from tb_diagnostics.analysis.replay.engine import Change
+from tb_diagnostics.analysis.replay.graph import replay_graph
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.chains import memory_bound_chains
@@ -96,8 +103,10 @@ def profiler_change(analysis: SpanAnalysis) -> Change | None:
 
 
 def combine(changes: list[Change]) -> Change:
-    """Every change at once: host time removed by any, syncs freed by any, device factors
-    multiplied."""
+    """Every change at once: host time removed by any, syncs freed by any; per device
+    activity the smallest of the changes' factors (two fixes of one kernel, fused by
+    ``fusion`` and by ``compile``, are the same fix, not one after the other; fixes of
+    different kernels never meet) and the smallest graph gap."""
     removed: dict[int, list[Intervals]] = {}
     for c in changes:
         for lane, iv in c.removed_host.items():
@@ -109,10 +118,12 @@ def combine(changes: list[Change]) -> Change:
         order = np.argsort(s, kind="stable")
         merged[lane] = union_sorted(s[order], e[order])
     scales = [c.device_scale for c in changes if c.device_scale is not None]
-    scale = np.prod(np.stack(scales), axis=0) if scales else None
+    scale = np.min(np.stack(scales), axis=0) if scales else None
+    gaps = [c.stream_gap for c in changes if c.stream_gap is not None]
+    gap = np.fmin.reduce(np.stack(gaps), axis=0) if gaps else None
     return Change(removed_host=merged,
                   no_wait=frozenset().union(*(c.no_wait for c in changes)),
-                  device_scale=scale)
+                  device_scale=scale, stream_gap=gap)
 
 
 def fusion_change(analysis: SpanAnalysis) -> Change | None:
@@ -183,13 +194,27 @@ def launch_change(analysis: SpanAnalysis, cost_us: float = LAUNCH_COST_US) -> Ch
                                                    m.end[rows[cut]]))
 
 
-def graphs_change(analysis: SpanAnalysis) -> Change | None:
-    """CUDA graphs: the launching op calls of a step are replayed as one graph launch, so
-    their host time goes (syncs inside still wait: a graph cannot hold them)."""
-    rows, _ = _launching_ops(analysis)
-    if rows.size < 2:
+def graphs_change(analysis: SpanAnalysis,
+                  launch_us: float = GRAPH_LAUNCH_US) -> Change | None:
+    """CUDA graphs (``torch.cuda.graph``): each capture region (:func:`capture_regions`:
+    a step's launching op calls between syncs, ``.item()`` reads and DataLoader waits)
+    replays as one graph. Its host time on every thread goes, but ``launch_us`` for its
+    one ``cudaGraphLaunch`` at its start; its kernels follow each other at the graph's
+    gap (:data:`GRAPH_GAP_US`, or the device's own back-to-back gap where smaller).
+    What lies outside every region stays: the syncs, the DataLoader's wait, graphs
+    already replayed."""
+    regions = capture_regions(analysis)
+    if not len(regions) or regions.unit_rows.size < 2:
         return None
-    return Change(removed_host=_per_lane(analysis, rows))
+    # The graph launch, on the thread its region starts on, at the region's start.
+    start = regions.ext_start.copy()
+    pays = regions.ext_lane == regions.lane[regions.ext_region]
+    start[pays] = np.minimum(start[pays] + launch_us, regions.ext_end[pays])
+    keep = regions.ext_end > start
+    removed = per_lane_union(regions.ext_lane[keep], start[keep], regions.ext_end[keep])
+    gap = min(GRAPH_GAP_US, replay_graph(analysis).stream_gap_us)
+    stream_gap = np.where(regions.captured, gap, np.nan)
+    return Change(removed_host=removed, stream_gap=stream_gap)
 
 
 def host_removed_change(analysis: SpanAnalysis, rows: np.ndarray) -> Change | None:

@@ -13,8 +13,20 @@ recorded times it reproduces, so a change to some of them can be replayed:
   activity on its stream, and, where the recording shows one, the activity on another
   stream it waited for (``cudaStreamWaitEvent``, collectives); a sync call returns no
   earlier than the device activity that released it in the recording;
-- **latencies**: what the recording shows beyond those edges (launch latency, queueing)
-  is kept as a fixed slack, so the unchanged replay reproduces the recording.
+- **latencies, not frozen slack**: each edge has its own delay. The recorded
+  launch-to-start delay is split into the device's launch latency and queueing: on the
+  edge that bound the activity in the recording the recorded delay stays (the replay
+  reproduces the recording); on the others, the device's own figure, measured on the
+  trace (:func:`device_latencies`: the launch latency of launches onto an idle stream, the
+  gap between back-to-back kernels of a busy one). An activity that queued behind its
+  stream keeps its launch latency only: when a change empties the queue, it starts a
+  launch latency after its launch, and when the queue moves, it follows its predecessor;
+- **no free overlap**: an activity does not move into overlap with another stream of its
+  device further than the recording shows them running together: it starts no earlier
+  than the end of another stream's activity that had ended when it started, nor earlier
+  than the start of one that was running when it started (:func:`_device_edges`);
+- **collectives** (kernels that wait on the other ranks) keep their recorded start and
+  duration: a replay of one rank cannot make its peers arrive earlier.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.trace.categories import GRAPH_LAUNCH
 from tb_diagnostics.trace.model import NO_ID
 
 #: Timepoint kinds on a host thread, in their order at equal times.
@@ -31,6 +44,14 @@ SYNC_START, LAUNCH, SYNC_END, MARK = 0, 1, 2, 3
 #: An activity starting within this many µs of another stream's activity's end, and
 #: later than its own launch and stream allow, waited for it.
 CROSS_STREAM_US = 2.0
+#: Fewer samples than this and a trace's own launch latency or back-to-back gap is not
+#: measured: the defaults below stand in.
+MIN_SAMPLES = 20
+#: The device's launch latency where the trace has too few launches onto an idle stream:
+#: the median over the shared traces' own figures (:func:`device_latencies`; README).
+DEFAULT_LAUNCH_LATENCY_US = 5.0
+#: The gap between back-to-back kernels of a busy stream, likewise.
+DEFAULT_STREAM_GAP_US = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +73,19 @@ class ReplayGraph:
     a_launch: np.ndarray  # host timepoint index of the launch call, or -1
     a_prev: np.ndarray  # previous activity on the same stream, or -1
     a_cross: np.ndarray  # activity on another stream it waited for, or -1
-    a_slack: np.ndarray  # recorded start minus the latest of its edges
+    # Per edge, the delay after it (µs): see the module docstring.
+    a_lat: np.ndarray  # after the launch call's start
+    a_gap: np.ndarray  # after the previous activity on the stream
+    a_cross_lat: np.ndarray  # after the other stream's activity it waited for
+    # The other stream's activity it may not overlap further than recorded, or -1, and
+    # whether the edge is that activity's end (it had ended) or its start (it was running).
+    a_dev: np.ndarray
+    a_dev_end: np.ndarray  # bool
+    a_floor: np.ndarray  # earliest start: the recorded one for collectives, else -inf
+    a_fixed: np.ndarray  # bool: a collective, whose duration no change scales
+    # The device's own figures, measured on the trace (or the defaults).
+    launch_latency_us: float
+    stream_gap_us: float
     # the order the replay visits everything in: (is_device, index)
     order_device: np.ndarray  # bool
     order_index: np.ndarray  # int
@@ -117,6 +150,71 @@ def _anchors(analysis: SpanAnalysis, h_row: np.ndarray, h_lane: np.ndarray,
     return anchor
 
 
+def _median_or(values: np.ndarray, default: float) -> float:
+    return float(np.median(values)) if values.size >= MIN_SAMPLES else default
+
+
+def device_latencies(launch_t: np.ndarray, prev_end: np.ndarray, start: np.ndarray,
+                     in_graph: np.ndarray) -> tuple[float, float]:
+    """(launch latency, back-to-back gap) of the device, measured on the recording.
+
+    The launch latency is the median launch-to-start delay of the activities launched
+    onto an idle stream (their stream's previous activity had ended when the call began):
+    nothing but the launch itself held them. The gap is the median start minus the
+    previous activity's end of those launched while their stream was still busy: the
+    device went from one to the next as fast as it does. Activities a graph replays have
+    no launch of their own and are left out (theirs is the graph's gap).
+    """
+    eager = ~in_graph & np.isfinite(launch_t)
+    idle = eager & (~np.isfinite(prev_end) | (prev_end <= launch_t))
+    busy = eager & np.isfinite(prev_end) & (prev_end > launch_t)
+    lat = np.maximum(start[idle] - launch_t[idle], 0.0)
+    gap = np.maximum(start[busy] - prev_end[busy], 0.0)
+    return (_median_or(lat, DEFAULT_LAUNCH_LATENCY_US), _median_or(gap, DEFAULT_STREAM_GAP_US))
+
+
+def _edge_delay(start: np.ndarray, edge: np.ndarray, base: np.ndarray,
+                nominal: float) -> np.ndarray:
+    """The delay after an edge: the recorded one where it bound the start, else the
+    device's nominal figure (no more than recorded: the unchanged replay stays exact)."""
+    recorded = np.where(np.isfinite(edge), np.maximum(start - edge, 0.0), 0.0)
+    return np.where(edge >= base, recorded, np.minimum(recorded, nominal))
+
+
+def _device_edges(a_start: np.ndarray, a_end: np.ndarray, a_lane: np.ndarray,
+                  a_device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per activity, the other-stream activity that bounds how far it may move into
+    overlap, and whether the bound is its end or its start.
+
+    On each other stream of its device, the last activity that started before it: one
+    that had ended bounds it by its end (the two did not run together: the device's SMs
+    may not have room for both), one that was still running by its start (they did run
+    together, as far as that). Of those, the latest bound in the recording is kept.
+    """
+    n = a_start.shape[0]
+    best = np.full(n, -np.inf)
+    dev = np.full(n, NO_ID, dtype=np.int64)
+    dev_end = np.zeros(n, dtype=bool)
+    for lane in np.unique(a_lane).tolist():
+        on = np.flatnonzero(a_lane == lane)
+        on = on[np.argsort(a_start[on], kind="stable")]
+        d = a_device[on[0]]
+        others = np.flatnonzero((a_lane != lane) & (a_device == d))
+        if not others.size:
+            continue
+        k = np.searchsorted(a_start[on], a_start[others], side="left") - 1
+        ok = k >= 0
+        others, k = others[ok], on[k[ok]]
+        ended = a_end[k] <= a_start[others]
+        bound = np.where(ended, a_end[k], a_start[k])
+        better = bound > best[others]
+        others, k, ended, bound = others[better], k[better], ended[better], bound[better]
+        best[others] = bound
+        dev[others] = k
+        dev_end[others] = ended
+    return dev, dev_end
+
+
 @computed
 def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     m = analysis.model
@@ -143,15 +241,18 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     same = a_lane[by_stream[1:]] == a_lane[by_stream[:-1]]
     a_prev[by_stream[1:][same]] = by_stream[:-1][same]
 
-    base = np.full(n_a, -np.inf)
     has_launch = a_launch >= 0
-    base[has_launch] = h_time[a_launch[has_launch]]
+    launch_t = np.full(n_a, -np.inf)
+    launch_t[has_launch] = h_time[a_launch[has_launch]]
     has_prev = a_prev >= 0
-    base[has_prev] = np.maximum(base[has_prev], a_end[a_prev[has_prev]])
+    prev_end = np.full(n_a, -np.inf)
+    prev_end[has_prev] = a_end[a_prev[has_prev]]
+    base = np.maximum(launch_t, prev_end)
 
     # Cross-stream waits, where the recording shows one: the activity started later than
     # its own edges allow, right when an activity on another stream ended.
     a_cross = np.full(n_a, NO_ID, dtype=np.int64)
+    cross_end = np.full(n_a, -np.inf)
     if n_a:
         by_end = np.argsort(a_end, kind="stable")
         at = np.searchsorted(a_end[by_end], a_start + 0.5, side="right") - 1
@@ -162,8 +263,20 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
         other = ok & (a_lane[np.maximum(cand, 0)] != a_lane)
         use = late & near & other & (cand != np.arange(n_a))
         a_cross[use] = cand[use]
-        base[use] = np.maximum(base[use], a_end[cand[use]])
-    a_slack = np.where(np.isfinite(base), np.maximum(a_start - base, 0.0), 0.0)
+        cross_end[use] = a_end[cand[use]]
+        base[use] = np.maximum(base[use], cross_end[use])
+
+    graph_ids = np.asarray([i for i in np.unique(m.name[call[call >= 0]]).tolist()
+                            if GRAPH_LAUNCH.match(m.strings[i])], dtype=np.int64)
+    in_graph = (call >= 0) & np.isin(m.name[np.maximum(call, 0)], graph_ids)
+    latency, gap = device_latencies(launch_t, prev_end, a_start, in_graph)
+    a_lat = _edge_delay(a_start, launch_t, base, latency)
+    a_gap = _edge_delay(a_start, prev_end, base, gap)
+    a_cross_lat = _edge_delay(a_start, cross_end, base, gap)
+
+    a_dev, a_dev_end = _device_edges(a_start, a_end, a_lane, m.device[acts])
+    a_fixed = analysis.comm_activity_mask.copy() if n_a else np.zeros(0, dtype=bool)
+    a_floor = np.where(a_fixed, a_start, -np.inf)
 
     # What released each sync: the last activity to end inside the call (it waited for it).
     h_release = np.full(h_row.shape[0], NO_ID, dtype=np.int64)
@@ -204,6 +317,9 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     return ReplayGraph(h_time=h_time, h_lane=h_lane, h_kind=h_kind, h_row=h_row,
                        h_release=h_release, h_tail=h_tail, h_anchor=h_anchor,
                        a_start=a_start, a_dur=a_dur,
-                       a_launch=a_launch, a_prev=a_prev, a_cross=a_cross, a_slack=a_slack,
+                       a_launch=a_launch, a_prev=a_prev, a_cross=a_cross, a_lat=a_lat,
+                       a_gap=a_gap, a_cross_lat=a_cross_lat, a_dev=a_dev, a_dev_end=a_dev_end,
+                       a_floor=a_floor, a_fixed=a_fixed, launch_latency_us=latency,
+                       stream_gap_us=gap,
                        order_device=is_dev[order], order_index=index[order],
                        mark_start=mark_start, mark_end=mark_end)
