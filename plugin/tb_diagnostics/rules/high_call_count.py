@@ -111,5 +111,6 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
 RULE = Rule(id="high-call-count", title="Op called very often", severity="warning",
             check=check, thresholds=Thresholds(), doc=__doc__,
-            no_saving=("no change of this op alone is replayed; the launch and graphs what-if "
-                       "cards, which it is related to, replay cheaper launches for every op"))
+            no_saving=("no change of this op alone is replayed; the launch, graphs, compile "
+                       "and compile-graphs what-if cards, which it is related to, replay "
+                       "cheaper launches for every op"))
