@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from rules.conftest import TraceBuilder
 
+from tb_diagnostics.analysis.replay.capture import GRAPH_LAUNCH_US
 from tb_diagnostics.analysis.replay.compile_change import (
     GENERATED_LAUNCH_US,
-    GRAPH_LAUNCH_US,
     LOOKUP_US,
     WRAPPER_US,
     compile_change,
@@ -137,6 +137,9 @@ def test_reduce_overhead_keeps_one_lookup_and_one_graph_launch_per_region(tmp_pa
     span = 4 * OP_US + GEMM_US + 4 * 10.0
     assert sum(iv.total for iv in change.removed_host.values()) == pytest.approx(
         3 * (span - LOOKUP_US - GRAPH_LAUNCH_US))
+    # Its kernels are the compile change's (the chain fused) and replay at the graph's gap.
+    assert np.array_equal(change.device_scale, compile_change(a).device_scale)
+    assert np.all(np.isfinite(change.stream_gap))
 
 
 def test_already_compiled_work_is_left_as_it_is(tmp_path):

@@ -26,8 +26,11 @@ as the ``fusion`` change has them (:mod:`..views.chains`: one kernel moving its 
 op's bytes; without recorded shapes their device time stays). GEMMs and convolutions
 run as before.
 
-``compile-graphs`` adds CUDA graphs: the region's host work is one cache lookup and one
-graph launch (:data:`GRAPH_LAUNCH_US`); its device side is the ``compile`` change's.
+``compile-graphs`` adds CUDA graphs: the ``graphs`` change's capture regions
+(:func:`..capture.capture_regions`, which a CUDA graph can hold: a pageable copy ends one
+too) replay as one graph each, whose host work is one cache lookup and one graph launch
+(:data:`..capture.GRAPH_LAUNCH_US`), whose kernels follow each other at the graph's gap
+(:data:`..capture.GRAPH_GAP_US`); its kernels are the ``compile`` change's.
 
 Every figure is measured on the shared traces (``../shared``), never fitted to a pair:
 
@@ -38,8 +41,8 @@ Every figure is measured on the shared traces (``../shared``), never fitted to a
   launcher ops (9.7 µs, of which ``cuLaunchKernel`` 3.1 µs) and, per region, of the
   region's time outside its 17 calls (9 ``triton_*``, 8 ``aten::mm``) divided by them
   (6.4 µs; regions' medians 5.99-10.78 µs);
-- :data:`GRAPH_LAUNCH_US`: the median of the 70 ``cudaGraphLaunch`` calls of
-  ``traces/hta_a100_compiled_train_rank0_of16`` (reduce-overhead regions, A100: 27.5 µs).
+- the graph launch and gap: :mod:`..capture`'s (the median ``cudaGraphLaunch`` of
+  ``traces/hta_a100_compiled_train_rank0_of16``, reduce-overhead regions on an A100).
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ import numpy as np
 
 from tb_diagnostics.analysis.cost.model import family_of
 from tb_diagnostics.analysis.intervals import Intervals, union_sorted
-from tb_diagnostics.analysis.replay.changes import fusion_change
+from tb_diagnostics.analysis.replay.capture import GRAPH_LAUNCH_US
+from tb_diagnostics.analysis.replay.changes import fusion_change, graphs_change
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.compiled import compiled_view
@@ -64,8 +68,6 @@ LOOKUP_US = 18.1
 GENERATED_LAUNCH_US = 9.7
 #: The generated wrapper's own host code per kernel call it makes, generated or extern (µs).
 WRAPPER_US = 6.4
-#: One ``cudaGraphLaunch`` of a captured region (µs).
-GRAPH_LAUNCH_US = 27.5
 
 #: The op families whose kernels Inductor generates and fuses.
 FUSED_FAMILIES = frozenset({"elementwise", "norm", "softmax", "reduction", "memory"})
@@ -82,10 +84,12 @@ ASSUMES = {
         "convolutions stay. Figures: medians of the shared torch.compile trace "
         "(h100_toyblocks after, H100)"),
     "compile-graphs": (
-        "torch.compile(mode=\"reduce-overhead\"): the compile change's regions and fused "
-        f"kernels, each region replayed as one CUDA graph: its host work is one cache lookup "
-        f"({LOOKUP_US:g} µs) and one cudaGraphLaunch ({GRAPH_LAUNCH_US:g} µs, median of the "
-        "shared hta_a100_compiled_train trace); syncs and DataLoader waits stay outside"),
+        "torch.compile(mode=\"reduce-overhead\"): the compile change's fused kernels, each "
+        "capture region of the graphs change replayed as one CUDA graph: its host work on "
+        f"every thread is one cache lookup ({LOOKUP_US:g} µs) and one cudaGraphLaunch "
+        f"({GRAPH_LAUNCH_US:g} µs, median of the shared hta_a100_compiled_train trace), its "
+        "kernels follow each other at the graph's gap; syncs, .item() and DataLoader waits "
+        "stay outside"),
 }
 
 
@@ -300,14 +304,16 @@ def compile_change(analysis: SpanAnalysis) -> Change | None:
 
 
 def compile_graphs_change(analysis: SpanAnalysis) -> Change | None:
-    """torch.compile(mode="reduce-overhead"): per region, one cache lookup and one graph
-    launch on the host; the compile change's fused kernels on the device."""
-    regions = compile_regions(analysis)
-    if not regions:
+    """torch.compile(mode="reduce-overhead"): the graphs change with one cache lookup more
+    per graph launch, and the compile change's fused kernels on the device. Where nothing
+    is left to compile (the run is compiled already), the ``graphs`` card says what graphs
+    add, and this change does not apply."""
+    if not compile_regions(analysis):
         return None
-    keep = []
-    for r in regions:
-        k = np.zeros(r.ops.shape[0])
-        k[0] = LOOKUP_US + GRAPH_LAUNCH_US
-        keep.append(k)
-    return _change(analysis, regions, keep)
+    graphs = graphs_change(analysis, launch_us=LOOKUP_US + GRAPH_LAUNCH_US)
+    if graphs is None:
+        return None
+    compiled = compile_change(analysis)
+    scale = None if compiled is None else compiled.device_scale
+    return Change(removed_host=graphs.removed_host, no_wait=graphs.no_wait,
+                  device_scale=scale, stream_gap=graphs.stream_gap)
