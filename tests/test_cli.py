@@ -27,9 +27,10 @@ SPAN_KEYS |= {"activity_complete"}
 # What decided a verdict where compute_busy did not; the coverage counts.
 STEP_KEYS |= {"verdict_reason"}
 SPAN_KEYS |= {"activity_coverage"}
-WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "wall_us_before", "wall_us_after",
-               "saves_us", "saves_us_total", "saves_uneven", "per_step",
-               "related", "parts"}  # issue 23: the rules it relates to, its findings' parts
+WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "saves_us", "saves_us_total",
+               "per_step", "related", "parts",  # issue 23: related rules, findings' parts
+               # issue 25: what moves to other steps; the step the bars draw, named
+               "moves_us", "saving_moves", "shown_step", "shown_before_us", "shown_after_us"}
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes",
                  "host_link", "communication",  # issue 24: the host link, collectives

@@ -223,13 +223,15 @@ def test_the_span_verdict_is_the_one_of_most_of_the_warm_time(tmp_path):
     assert headline(span).startswith(
         "Steps 16–26 are input-bound (11 input-bound steps take 110.00 ms of 125.00 ms; "
         "15 compute-bound, steps 1–15, take 15.00 ms): the GPU is busy 5% of each step")
-    # The input projection saves 9 ms in each of 11 steps and nothing in 15: its median is
-    # 0, so it also gives the total, 99 ms.
+    # The input projection saves 9 ms in each of 11 steps and nothing in 15: 99 ms in all,
+    # 3.81 ms per step (its median, 0, is no figure of the span's); the step drawn is the
+    # first whose own saving is nearest that, a compute-bound step saving nothing.
     (inp,) = [w for w in span["whatif"] if w["id"] == "input"]
-    assert (inp["saves_us"], inp["saves_us_total"], inp["saves_uneven"]) == (0.0, 99000.0, True)
+    assert inp["saves_us_total"] == pytest.approx(99000.0)
+    assert inp["saves_us"] == pytest.approx(99000.0 / 26, abs=1e-3)
+    assert (inp["saving_moves"], inp["shown_step"]) == (False, 1)
     (line,) = [x for x in whatif_lines(span) if x.startswith("input:")]
-    assert ("saves 99.00 ms over the 26 warm steps (no measurable saving at the median step: "
-            "the steps' savings differ widely)") in line
+    assert "in step 1, saves 3.81 ms per step (99.00 ms over the 26 warm steps) — " in line
     # A compare of this run says the same verdict.
     assert run_summary({"run": "run", "workers": [{"worker": "w", "spans": [span]}]}
                        )["verdict"] == "input-bound"
@@ -237,20 +239,19 @@ def test_the_span_verdict_is_the_one_of_most_of_the_warm_time(tmp_path):
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the tab's JS")
 def test_the_tabs_what_if_card_gives_the_total_of_uneven_savings():
-    card = {"saves_us": 0.0, "saves_us_total": 99000.0, "saves_uneven": True,
-            "steps": list(range(1, 27))}
+    card = {"saves_us": 99000.0 / 26, "saves_us_total": 99000.0, "steps": list(range(1, 27))}
     script = (f"import {{ totalText, savesText }} from "
               f"{json.dumps((APP / 'whatif.js').as_uri())};"
               f"const p = {json.dumps(card)};"
               "console.log(JSON.stringify([savesText(p), totalText(p),"
-              " totalText({...p, saves_uneven: false})]));")
+              " totalText({...p, steps: [4]})]));")
     out = subprocess.run([shutil.which("node"), "--input-type=module", "-e", script],
                          capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(out.stdout) == [
-        "no measurable saving", "99.0 ms over 26 warm steps (savings differ widely)", ""]
+        "saves 3.81 ms/step", "99.0 ms over 26 warm steps", ""]
 
 
-def test_an_even_saving_gives_no_total_and_a_one_sided_span_no_split(tmp_path):
+def test_an_even_saving_holds_and_a_one_sided_span_no_split(tmp_path):
     b = TraceBuilder(tmp_path / "log" / "run")
     for s in range(4):
         t0 = s * 1000.0
@@ -261,7 +262,7 @@ def test_an_even_saving_gives_no_total_and_a_one_sided_span_no_split(tmp_path):
     b.write()
     span = _only_span(tmp_path / "log")
     (inp,) = [w for w in span["whatif"] if w["id"] == "input"]
-    assert inp["saves_uneven"] is False and inp["saves_us_total"] == pytest.approx(1600.0)
+    assert inp["saving_moves"] is False and inp["saves_us_total"] == pytest.approx(1600.0)
     (one,) = span["verdict_split"]  # every step has one verdict: no split to say
     assert one["steps"] == [1, 2, 3, 4] and one["share"] == 1.0
     assert headline(span).startswith(f"Steps 1–4 are {one['verdict']}: the GPU is busy")

@@ -146,7 +146,7 @@ def test_the_report_lists_projections_and_findings_use_them(tmp_path):
     doc = span_document(f, open_analysis(f))
     (inp,) = [w for w in doc["whatif"] if w["id"] == "input"]
     assert inp["saves_us"] == pytest.approx(400.0)
-    assert inp["wall_us_after"] == pytest.approx(inp["wall_us_before"] - 400.0)
+    assert inp["shown_after_us"] == pytest.approx(inp["shown_before_us"] - 400.0)
     assert inp["rules"] == ["dataloader-bottleneck"] and inp["related"] == ["gpu-idle-gap"]
     (dl,) = [x for x in doc["findings"] if x["rule"] == "dataloader-bottleneck"]
     assert dl["savings_us"] == pytest.approx(400.0)

@@ -134,11 +134,12 @@ def test_html_step_chart_scales_to_the_warm_steps_and_clips_the_cold_one():
 def test_whatif_lines_read_as_durations():
     from tb_diagnostics.report.whatif import whatif_lines
 
-    w = {"id": "input", "change": "c", "steps": [1], "wall_us_before": 177440.0,
-         "wall_us_after": 118780.0, "saves_us": 58960.0}
-    span = {"whatif": [w, {**w, "id": "profiler", "wall_us_after": 177440.0, "saves_us": 0.0},
-                       {**w, "steps": [None], "wall_us_before": 5_295_420.0}]}
+    w = {"id": "input", "change": "c", "steps": [1], "shown_step": 1,
+         "shown_before_us": 177440.0, "shown_after_us": 118780.0, "saves_us": 58960.0}
+    span = {"whatif": [w, {**w, "id": "profiler", "shown_after_us": 177440.0, "saves_us": 0.0},
+                       {**w, "steps": [None], "shown_step": None,
+                        "shown_before_us": 5_295_420.0}]}
     assert whatif_lines(span) == [
-        "input: 177.44 ms → 118.78 ms, saves 58.96 ms per step — c",
-        "profiler: 177.44 ms → 177.44 ms, no measurable saving — c",
+        "input: 177.44 ms → 118.78 ms in step 1, saves 58.96 ms per step — c",
+        "profiler: 177.44 ms → 177.44 ms in step 1, no measurable saving — c",
         "input: 5.30 s → 118.78 ms, saves 58.96 ms over the span — c"]

@@ -1,7 +1,8 @@
 """A rule's saving and its what-if card are the same number (issue 23, item 7).
 
 One statistic for both (``views.whatif.saving_over``): each warm window's replayed saving,
-never below zero; ``saves_us`` their median, ``saves_us_total`` their sum. A card reads
+signed, added up and never below zero at the end (``saves_us_total``), and that total over
+the windows' number (``saves_us``; issue 25 item 5). A card reads
 the span's warm windows; a finding the warm ones among its steps. A finding whose change
 is its card's (``claims``) gives the card's number; one whose change is part of it
 (``parts``: a sync site, the pageable copies) gives its own, which the card lists as a part.
@@ -59,12 +60,18 @@ def _of(span: dict, rule: str) -> list[dict]:
 
 
 # ---- the statistic -----------------------------------------------------------------------
-def test_saving_over_clips_each_step_then_takes_median_and_sum():
+def test_saving_over_adds_the_steps_savings_unclipped_then_divides_by_their_number():
     before = np.array([100.0, 100.0, 100.0, 100.0])
     after = np.array([110.0, 60.0, 20.0, 100.0])  # -10 (replay noise), 40, 80, 0
-    assert saving_over(before, after) == (20.0, 120.0)  # median of 0, 40, 80, 0
-    assert saving_over(before, after, [1, 2]) == (60.0, 120.0)
-    assert saving_over(before, after, []) == (0.0, 0.0)
+    every = saving_over(before, after)
+    assert (every.total_us, every.per_step_us, every.gains_us) == (110.0, 27.5, 120.0)
+    assert every.moves_us == 10.0 and not every.moves  # 10 of 120 given back: it holds
+    two = saving_over(before, after, [1, 2])
+    assert (two.total_us, two.per_step_us, two.windows) == (120.0, 60.0, (1, 2))
+    none = saving_over(before, after, [])
+    assert (none.total_us, none.per_step_us, none.shown) == (0.0, 0.0, None)
+    # A change that lengthens the span saves nothing, not less than nothing.
+    assert saving_over(before, before + 5.0).per_step_us == 0.0
 
 
 def _item_step(b: TraceBuilder, n: int, t0: float, wall: float = 1000.0) -> None:

@@ -288,7 +288,8 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         projections = whatif_items(span)
         if projections:
             body.append("<h3>What if</h3><p class=\"note\">Each change replayed on the span "
-                        "(median warm step); savings do not add up.</p><ul>"
+                        "(saving per warm step, walls of the step named); savings do not "
+                        "add up.</p><ul>"
                         + "".join(_whatif_item(line, sub) for line, sub in projections)
                         + "</ul>")
         if span["findings"]:

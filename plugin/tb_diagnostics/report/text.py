@@ -133,7 +133,7 @@ def render_text(doc: dict[str, Any]) -> str:
             out.extend(roof[1:])
         projections = whatif_lines(span)
         if projections:
-            out.append("  what if (replayed; median warm step):")
+            out.append("  what if (replayed; saving per warm step, walls of the step named):")
             out.extend(f"      {line}" for line in projections)
         out.extend(_findings_text(span))
         out.append("")
@@ -283,7 +283,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 out.append("")
         projections = whatif_items(span)
         if projections:
-            out.append("**What if** (replayed; median warm step)")
+            out.append("**What if** (replayed; saving per warm step, walls of the step named)")
             out.append("")
             for line, sub in projections:
                 out.append(f"- {md(line)}")

@@ -1,14 +1,19 @@
 """The projections' part of the report document: ``spans[].whatif``.
 
 One entry per change that applies to the span (see :mod:`..analysis.views.whatif`), then
-``all``: ``{id, change, rules, related, parts, assumes, steps, wall_us_before,
-wall_us_after, saves_us, saves_us_total, saves_uneven}``.
-The walls are the medians of the warm steps (``steps``; the cold ones left out, as the
-steps' ``cold`` field says), and ``saves_us`` is the median of those steps' savings (each
-at least zero); ``saves_us_total`` adds them up, and ``saves_uneven`` says they differ
-widely (then the reports give the total next to the median). ``per_step`` gives every
-window's ``{step, before_us, after_us}``. Savings are per step; a span without steps has one
-window, so its figures are per span.
+``all``: ``{id, change, rules, related, parts, assumes, steps, saves_us, saves_us_total,
+moves_us, saving_moves, shown_step, shown_before_us, shown_after_us, per_step}``.
+``steps`` are the warm steps (the cold ones left out, as the steps' ``cold`` field says);
+``saves_us_total`` is what they save together, each step's wall before minus after added
+up unclipped and never below zero, and ``saves_us`` that total over their number. A step
+that finishes sooner only to wait longer in the next gives its saving back: ``moves_us``
+is what the steps that gain save and the others give back, and ``saving_moves`` says it
+is a wide share of the gains (the reports then say the saving moves into other steps'
+waits). ``shown_step`` is the warm step whose own saving is nearest ``saves_us`` (the
+earlier on a tie), ``shown_before_us``/``shown_after_us`` its walls: the bars the reports
+and the tab draw, named. ``per_step`` gives every window's ``{step, before_us,
+after_us}``. Savings are per step; a span without steps has one window, so its figures
+are per span.
 
 ``rules`` are the rules whose change is the card's or a part of it: a finding of a rule
 whose change is the card's gives ``saves_us`` as its ``savings_us``; the findings whose
@@ -22,8 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
@@ -56,6 +59,8 @@ def whatif_section(analysis: SpanAnalysis,
     warm = warm_windows(analysis)
     out = []
     for p in projections(analysis):
+        saving = p.saving_over(warm)
+        shown = saving.shown
         out.append({
             "id": p.id,
             "change": p.change,
@@ -64,11 +69,14 @@ def whatif_section(analysis: SpanAnalysis,
             "parts": _parts(p.part_rules, findings),
             "assumes": p.assumes,
             "steps": [windows[k].step for k in warm],
-            "wall_us_before": _r(np.median(p.before_us[warm])),
-            "wall_us_after": _r(np.median(p.after_us[warm])),
-            "saves_us": _r(p.saving(warm)),
-            "saves_us_total": _r(p.total_saving(warm)),
-            "saves_uneven": p.uneven(warm),
+            "saves_us": _r(saving.per_step_us),
+            "saves_us_total": _r(saving.total_us),
+            "moves_us": _r(saving.moves_us),
+            "saving_moves": saving.moves,
+            # The step the bars draw: its own saving is the nearest the figure beside it.
+            "shown_step": None if shown is None else windows[shown].step,
+            "shown_before_us": None if shown is None else _r(p.before_us[shown]),
+            "shown_after_us": None if shown is None else _r(p.after_us[shown]),
             # Every window, cold ones included, for the tab's bars of the selected step.
             "per_step": [{"step": w.step, "before_us": _r(p.before_us[k]),
                           "after_us": _r(p.after_us[k])} for k, w in enumerate(windows)],
@@ -94,25 +102,43 @@ def _part_line(part: dict[str, Any]) -> str:
     return f"part: {who}, alone {saves}"
 
 
+def _walls(w: dict[str, Any]) -> str:
+    """The shown step's walls, named: ``188.00 ms → 128.00 ms in step 7``."""
+    from tb_diagnostics.rules._util import fmt_us
+
+    before, after = w.get("shown_before_us"), w.get("shown_after_us")
+    if before is None or after is None:
+        return "no step replayed"
+    step = w.get("shown_step")
+    return f"{fmt_us(before)} → {fmt_us(after)}{'' if step is None else f' in step {step}'}"
+
+
+def _saves(w: dict[str, Any]) -> str:
+    """``saves 3.81 ms per step (99.00 ms over the 26 warm steps)``, and where the saving
+    moves, how much of the steps' own savings other steps give back."""
+    from tb_diagnostics.rules._util import fmt_us
+
+    steps = w.get("steps") or []
+    said = []
+    if w["saves_us"] >= 0.05:
+        saves = f"saves {fmt_us(w['saves_us'])} {_per(steps)}"
+        if len(steps) > 1:
+            said.append(f"{fmt_us(w['saves_us_total'])} over the {len(steps)} warm steps")
+    else:
+        saves = "no measurable saving"
+    if w.get("saving_moves"):
+        said.append(f"{fmt_us(w['moves_us'])} of the per-step savings move into other "
+                    "steps' waits")
+    return saves + (f" ({'; '.join(said)})" if said else "")
+
+
 def whatif_items(span: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Per projection: its line, and the lines under it (its parts, the related rules
     with findings here), for the text, Markdown and HTML reports."""
-    from tb_diagnostics.rules._util import fmt_us
-
     found = {f["rule"] for f in span.get("findings") or []}
     out = []
     for w in span.get("whatif") or []:
-        per = _per(w["steps"])
-        saves = (f"saves {fmt_us(w['saves_us'])} {per}" if w["saves_us"] >= 0.05
-                 else "no measurable saving")
-        if w.get("saves_uneven") and w.get("saves_us_total", 0) > 0:
-            # The median of one step says little where 11 steps save seconds and 15 none.
-            n = len(w["steps"])
-            saves = (f"saves {fmt_us(w['saves_us_total'])} over the {n} warm steps ("
-                     f"{'no measurable saving' if w['saves_us'] < 0.05 else fmt_us(w['saves_us'])}"
-                     " at the median step: the steps' savings differ widely)")
-        line = (f"{w['id']}: {fmt_us(w['wall_us_before'])} → {fmt_us(w['wall_us_after'])}"
-                f", {saves} — {w['change']}")
+        line = f"{w['id']}: {_walls(w)}, {_saves(w)} — {w['change']}"
         parts = w.get("parts") or []
         sub = [_part_line(x) for x in parts]
         if len(parts) > 1 or (parts and parts[0]["saves_us"] != w["saves_us"]):

@@ -231,8 +231,8 @@ def fmt_flops(x: float) -> str:
 
 @dataclass(frozen=True)
 class ChangeSaving:
-    """A finding's replayed saving: the median per step over its windows (``saves_us``,
-    the finding's ``savings_us``) and their sum (``saves_us_total``), as
+    """A finding's replayed saving over its windows: the total over their number
+    (``saves_us``, the finding's ``savings_us``) and the total (``saves_us_total``), as
     ``views.whatif.saving_over`` defines them for the what-if cards and their parts."""
 
     saves_us: float
@@ -242,10 +242,9 @@ class ChangeSaving:
 
 def replayed_saving(analysis: SpanAnalysis, change_id: str) -> float | None:
     """The saving of a projected change (``views.whatif``) as its what-if card gives it:
-    the median per step over the warm windows; None when the change does not apply to
-    the span. A finding whose change is the card's (``Card.claims``) claims this number,
-    so the finding and the card never disagree (where the steps' savings differ widely,
-    the card adds their total)."""
+    per step over the warm windows, their total over their number; None when the change
+    does not apply to the span. A finding whose change is the card's (``Card.claims``)
+    claims this number, so the finding and the card never disagree."""
     from tb_diagnostics.analysis.views.whatif import projection, warm_windows
 
     p = projection(analysis, change_id)
@@ -263,12 +262,13 @@ def change_savings(analysis: SpanAnalysis, change: object,
     from tb_diagnostics.analysis.views.whatif import part_windows, replayed, saving_over
 
     windows = part_windows(analysis, steps)
-    med, total = saving_over(*replayed(analysis, change), windows)
-    return ChangeSaving(saves_us=med, saves_us_total=total, windows=tuple(windows))
+    saving = saving_over(*replayed(analysis, change), windows)
+    return ChangeSaving(saves_us=saving.per_step_us, saves_us_total=saving.total_us,
+                        windows=tuple(windows))
 
 
 def change_saving(analysis: SpanAnalysis, change: object,
                   steps: Sequence[int | None] | None = None) -> float | None:
-    """:func:`change_savings`' median per step (the finding's ``savings_us``)."""
+    """:func:`change_savings`' saving per step (the finding's ``savings_us``)."""
     saving = change_savings(analysis, change, steps)
     return None if saving is None else saving.saves_us

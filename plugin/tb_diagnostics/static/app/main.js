@@ -279,7 +279,8 @@ export class App {
     this.stepIndex = -1;
     this.chart.setData(s.steps, index);
     this.table.setData(s.steps, index);
-    this.selectStep(index);
+    // The tab's own pick: the What-if card keeps each change's named step till one is chosen.
+    this.selectStep(index, { chosen: false });
     // For bench/run_paint.py: when the summary (headline, steps, findings) is on screen.
     requestAnimationFrame(() => performance.mark("tbd-summary-painted"));
   }
@@ -293,7 +294,7 @@ export class App {
   }
 
   // ---- step ---------------------------------------------------------------
-  selectStep(index, { highlight = [], focus = [], reveal = false } = {}) {
+  selectStep(index, { highlight = [], focus = [], reveal = false, chosen = true } = {}) {
     const st = this.summary?.steps[index];
     if (!st) return;
     const stepChanged = index !== this.stepIndex;
@@ -302,7 +303,7 @@ export class App {
     this.stepIndex = index;
     this.chart.select(index);
     this.table.select(index);
-    this.whatif.select(st.step);
+    this.whatif.select(chosen ? st.step : null);
     tellViews(this.views, "selectStep", st);
     this.setState({ step: st.step === null ? "all" : String(st.step) });
     clearTimeout(this.stepTimer);

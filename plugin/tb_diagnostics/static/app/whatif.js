@@ -1,14 +1,16 @@
 // The "What if" card: each change the backend can replay on this span
-// (summary.whatif), as the selected step's wall time before the change (a grey
-// bar) and after it (a coloured one), replayed, on one scale shared by every
-// bar; the saving beside it is the median over the warm steps (the number the
-// proposing findings give), with the total over those steps where they differ widely. Without a
-// selected step (or for a span without steps) the bars are the medians. "all" (every change at once) comes first: its saving is not the sum of
-// the others. Each projection names the rules whose change it is or is part of that have
-// findings here (a rule's button opens that finding in the findings card); its parts (one
-// finding's change each, a sync site of "syncs") with the finding's own saving, the same
-// number the finding gives; and, muted, the related rules, which name the problem but claim
-// no number of it.
+// (summary.whatif), as one step's wall time before the change (a grey bar) and after it
+// (a coloured one), replayed, on one scale shared by every bar. The saving beside it is
+// what the warm steps save together, per step (the number the proposing findings give),
+// with their total, and where the steps that finish sooner only wait longer in the next,
+// how much of their saving moves. The bars are the step the backend names for that saving
+// (`shown_step`: its own saving is the nearest the per-step one), named; a step the user
+// selects shows its own bars and its own saving, labelled as that step's. "all" (every
+// change at once) comes first: its saving is not the sum of the others. Each projection
+// names the rules whose change it is or is part of that have findings here (a rule's
+// button opens that finding in the findings card); its parts (one finding's change each,
+// a sync site of "syncs") with the finding's own saving, the same number the finding
+// gives; and, muted, the related rules, which name the problem but claim no number of it.
 
 import { h } from "./dom.js";
 import { findingKey } from "./findings.js";
@@ -49,20 +51,32 @@ export function savesText(p) {
   return `saves ${msUnit(p.saves_us)}${perSpan(p) ? " per span" : "/step"}`;
 }
 
-/**
- * Where the steps' savings differ widely (`saves_uneven`: 11 slow steps save seconds, 15
- * others nothing), the median says little of the span: "99.0 ms over 26 warm steps".
- */
+/** "99.0 ms over 26 warm steps": the total the per-step saving divides (several steps). */
 export function totalText(p) {
-  if (!p.saves_uneven || !(p.saves_us_total > 0)) return "";
-  const n = (p.steps || []).length;
-  return `${msUnit(p.saves_us_total)} over ${n} warm step${n === 1 ? "" : "s"} (savings differ widely)`;
+  const n = (p.steps || []).filter((s) => s !== null && s !== undefined).length;
+  if (n < 2 || !(p.saves_us_total > 0)) return "";
+  return `${msUnit(p.saves_us_total)} over ${n} warm steps`;
+}
+
+/** Where the steps that finish sooner only wait longer in others: how much moves. */
+export function movesText(p) {
+  if (!p.saving_moves || !(p.moves_us > 0)) return "";
+  return `${msUnit(p.moves_us)} of the per-step savings move into other steps' waits`;
+}
+
+/** One step's own saving, labelled as that step's: "step 9 saves 0.91 ms", "step 9: 1.41 ms longer". */
+export function stepSavesText(step, before, after) {
+  const d = before - after;
+  const who = step === null || step === undefined ? "the span" : `step ${step}`;
+  if (d >= 0.05) return `${who} saves ${msUnit(d)}`;
+  if (d <= -0.05) return `${who}: ${msUnit(-d)} longer`;
+  return `${who}: no measurable saving`;
 }
 
 function stepsText(p) {
   if (perSpan(p)) return "the whole span (it has no steps)";
   const real = p.steps.filter((s) => s !== null && s !== undefined);
-  return `${real.length > 1 ? "median over warm steps" : "warm step"} ${ranges(real)}`;
+  return `${real.length > 1 ? "per step over warm steps" : "warm step"} ${ranges(real)}`;
 }
 
 /** `all`'s note: the parenthesis of its `change` sentence, else ours. */
@@ -81,7 +95,7 @@ export class WhatIfView {
     this.step = null;
   }
 
-  /** Show the bars of step number `step` (null: the medians). */
+  /** Show the bars and the saving of step number `step` (null: each card's shown step). */
   select(step) {
     if (step === this.step) return;
     this.step = step;
@@ -93,11 +107,15 @@ export class WhatIfView {
     this.render();
   }
 
-  /** The walls a row draws: the selected step's, else the warm steps' medians. */
+  /**
+   * The walls a row draws: the selected step's (`own`: its saving is shown), else the step
+   * the backend names for the card's saving.
+   */
   walls(p) {
     const one = this.step === null ? null : (p.per_step || []).find((x) => x.step === this.step);
-    if (one) return { before: one.before_us, after: one.after_us, step: this.step };
-    return { before: p.wall_us_before || 0, after: p.wall_us_after ?? p.wall_us_before ?? 0, step: null };
+    if (one) return { before: one.before_us, after: one.after_us, step: this.step, own: true };
+    const before = p.shown_before_us ?? 0;
+    return { before, after: p.shown_after_us ?? before, step: p.shown_step ?? null, own: false };
   }
 
   render() {
@@ -109,17 +127,20 @@ export class WhatIfView {
       this.container.replaceChildren(this.emptyState(summary));
       return;
     }
-    // One scale for every bar: the longest wall (the before wall, the same for all).
+    // One scale for every bar: the longest wall drawn.
     const scale = Math.max(...list.flatMap((p) => { const w = this.walls(p); return [w.before, w.after]; }), 1);
     const first = list.find((p) => p.id === "all") || list[0];
-    const shown = this.walls(first).step;
-    this.container.dataset.step = shown === null ? "" : String(shown);
+    const own = this.walls(first).own;
+    this.container.dataset.step = own ? String(this.step) : "";
     this.tools.replaceChildren(
       h("span", { class: "legend", style: { padding: 0 } },
         h("span", null, h("i", { class: "wi-key before" }), "now"),
         h("span", null, h("i", { class: "wi-key after" }), "after the change")),
-      h("span", { class: "wi-basis", title: "bars share one scale: the step's wall time now" },
-        shown === null ? stepsText(first) : `bars: step ${shown} · savings: ${stepsText(first)}`));
+      h("span", {
+        class: "wi-basis",
+        title: own ? "bars share one scale; each figure is this step's own saving, the warm steps' below it"
+          : "bars share one scale; each card draws the warm step whose own saving is nearest its per-step saving",
+      }, own ? `bars and savings: step ${this.step}` : `savings: ${stepsText(first)} · bars: the step named`));
     this.container.replaceChildren(h("ol", { class: "wi-list", "aria-label": "what each change would save" },
       list.map((p) => this.row(p, scale))));
   }
@@ -137,14 +158,19 @@ export class WhatIfView {
 
   row(p, scale) {
     const all = p.id === "all";
-    const { before, after, step } = this.walls(p);
+    const { before, after, step, own } = this.walls(p);
     const w = (us) => `${Math.min(Math.max((us / scale) * 100, 0), 100).toFixed(2)}%`;
+    const named = step === null ? "" : `step ${step}: `;
+    const save = own ? stepSavesText(step, before, after) : savesText(p);
+    // Under a selected step's own figure, the warm steps' (labelled): never unnamed.
+    const span = [own ? `warm steps: ${savesText(p)}` : null, totalText(p), movesText(p)].filter(Boolean);
     const title = [`Assumes: ${p.assumes || "—"}`, `Steps used: ${stepsText(p)}`,
-      `now ${msUnit(before)} → after ${msUnit(after)}; ${savesText(p)} (the median of the per-step savings)`,
-      totalText(p) ? `in all: ${totalText(p)}` : null].filter(Boolean).join("\n");
+      `${named}now ${msUnit(before)} → after ${msUnit(after)}${own ? "" : " (the warm step whose own saving is nearest the per-step one)"}`,
+      `${savesText(p)} (the warm steps' savings added up, over their number)`,
+      totalText(p) ? `in all: ${totalText(p)}` : null, movesText(p) || null].filter(Boolean).join("\n");
     return h("li", {
       class: `wi-row${all ? " wi-all" : ""}`, id: `whatif-${p.id}`,
-      dataset: { id: p.id, before: String(before), after: String(after), saves: String(p.saves_us ?? "") },
+      dataset: { id: p.id, before: String(before), after: String(after), saves: String(p.saves_us ?? ""), step: step === null ? "" : String(step) },
       style: { "--wi": COLOR[p.id] || "var(--accent)" },
     },
     h("div", { class: "wi-label" },
@@ -153,15 +179,17 @@ export class WhatIfView {
     this.rules(p),
     h("div", {
       class: "wi-bars", title, role: "img",
-      "aria-label": `${all ? "every change" : p.change}: ${ms(before)} ms now, ${ms(after)} ms after; ${savesText(p)}`,
+      "aria-label": `${all ? "every change" : p.change}: ${named}${ms(before)} ms now, ${ms(after)} ms after; ${save}`,
     },
     h("div", { class: "wi-bar before", style: { width: w(before) } }),
     h("div", { class: "wi-bar after", style: { width: w(after) } })),
     h("div", { class: "wi-nums" },
-      h("div", { class: "wi-ba" }, `${step === null ? "" : `step ${step}: `}${ms(before)} → ${ms(after)} ms`),
-      h("div", { class: `wi-save${p.saves_us > 0 ? "" : " zero"}` }, savesText(p)),
-      totalText(p) ? h("div", { class: "wi-total", dataset: { total: String(p.saves_us_total) } },
-        totalText(p)) : null));
+      h("div", { class: "wi-ba" }, `${named}${ms(before)} → ${ms(after)} ms`),
+      h("div", { class: `wi-save${(own ? before - after >= 0.05 : p.saves_us > 0) ? "" : " zero"}` }, save),
+      span.map((t) => h("div", {
+        class: t === movesText(p) ? "wi-total wi-moves" : "wi-total",
+        style: { whiteSpace: "normal" },
+      }, t))));
   }
 
   /** The span's findings with their keys (the findings card's). */
