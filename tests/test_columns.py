@@ -53,7 +53,7 @@ def test_cpu_only_model_stores_the_empty_columns_as_constants():
     t.op("aten::add", 10, 5, **{"External id": 3})
     m = _model(t)
     for name in ("correlation", "stream", "device", "launcher", "python_id", "call_stack",
-                 "launch_shape"):
+                 "launch_shape", "launch_resources"):
         col = getattr(m, name)
         assert col.strides == (0,) and col.shape == (len(m),), name
         assert (col == NO_ID).all(), name

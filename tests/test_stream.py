@@ -28,7 +28,7 @@ def streamed(data: bytes, block: int) -> TraceModel:
 
 
 STRING_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "concrete_inputs",
-                  "launch_shape")
+                  "launch_shape", "launch_resources")
 
 
 def assert_same(a: TraceModel, b: TraceModel) -> None:
