@@ -1,4 +1,4 @@
-"""Memory growth: allocated memory rising step over step (a leak).
+"""Memory growth: allocated memory rising step over step, or inside one window (a leak).
 
 What it detects
     With ``profile_memory=True``: the allocator's allocated memory at the end of
@@ -6,7 +6,12 @@ What it detects
     ``min_growth_bytes`` above the first and at least ``min_rising_share`` of
     the step-to-step changes are increases, over at least ``min_steps`` steps.
     When the curve is flat the rule still reports the figures it evaluated (an
-    info finding), so a clean run is visibly clean.
+    info finding), so a clean run is visibly clean. Where there are too few steps
+    to see a trend (one step, or a span without steps, such as one inference
+    forward), growth inside a window counts: the window ends at least
+    ``min_window_growth_bytes`` and ``min_window_growth_share`` above where it
+    started (an MoE forward that goes from 2.3 GB to 23.1 GB and keeps it), and
+    the finding names the ops that made what is still allocated at its end.
 
 Why it matters
     Tensors kept across iterations — a loss appended to a list with its graph
@@ -32,6 +37,13 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.memory import DeviceMemory, memory_series
+from tb_diagnostics.analysis.views.memory_view import (
+    device_views,
+    event_range,
+    group_by_op,
+    kept_at_end,
+    window_bounds,
+)
 from tb_diagnostics.rules._util import evidence_rows, fmt_bytes, fmt_pct, steps_text
 from tb_diagnostics.rules.base import Finding, Rule
 
@@ -44,15 +56,18 @@ class Thresholds:
     min_rising_share: float = 0.75
     #: Steps with memory events needed to judge a trend.
     min_steps: int = 3
+    #: Growth inside one window (its end above its start) that counts when there are
+    #: too few steps for a trend: bytes, and a share of what the window started with.
+    min_window_growth_bytes: float = 2**30
+    min_window_growth_share: float = 0.5
 
 
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
-    if not len(analysis.host_steps):
-        return []
     out = []
     for dev in memory_series(analysis):
         has = np.flatnonzero(~np.isnan(dev.end_alloc))
-        if has.size < th.min_steps:
+        if has.size < th.min_steps or not len(analysis.host_steps):
+            out.extend(_within_windows(analysis, dev, has, th))
             continue
         end = dev.end_alloc[has]
         steps = [analysis.windows[k].step for k in has.tolist()]
@@ -64,6 +79,50 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         elif dev.device_type == 1 and not dev.relative:
             out.append(_flat(analysis, dev, has, steps, growth))
     return out
+
+
+def _within_windows(analysis: SpanAnalysis, dev: DeviceMemory, has: np.ndarray,
+                    th: Thresholds) -> list[Finding]:
+    """Windows that end far above where they started: growth no trend can show."""
+    start = dev.start_alloc[has]
+    growth = dev.end_alloc[has] - start
+    enough = growth >= th.min_window_growth_bytes
+    if not dev.relative:  # a running sum has no absolute start to compare with
+        enough &= growth >= th.min_window_growth_share * np.nan_to_num(start, nan=0.0)
+    out = []
+    for k, g in zip(has[enough].tolist(), growth[enough].tolist(), strict=True):
+        w = analysis.windows[k]
+        where = steps_text([w.step])
+        kept = _kept_by(analysis, dev, k)
+        base = " (relative to the start of profiling)" if dev.relative else ""
+        out.append(Finding(
+            rule=RULE.id, severity=RULE.severity, title="Memory grows inside a window",
+            subject=dev.label,
+            message=(f"{dev.label}: allocated memory grows {fmt_bytes(g)} inside {where}, "
+                     f"from {fmt_bytes(dev.start_alloc[k])} to {fmt_bytes(dev.end_alloc[k])}"
+                     f"{base} at its end (peak {fmt_bytes(dev.peak_alloc[k])} inside it)"
+                     f"{kept}; {_figures(dev)}. What a window keeps allocated at its end "
+                     "stays for the next one."),
+            steps=[w.step], evidence=evidence_rows(analysis, [w.row], "the window that grows"),
+            savings_us=None,
+            confirm=("profile several steps (or forwards): growth that repeats is a leak; "
+                     "a cache filled once (KV cache, optimizer state) stops growing")))
+    return out
+
+
+def _kept_by(analysis: SpanAnalysis, dev: DeviceMemory, k: int) -> str:
+    """``; still allocated at its end: 20.8 GB by aten::empty (3 allocations), …``."""
+    for dv in device_views(analysis):
+        if (dv.series.device_type, dv.series.device_id) != (dev.device_type, dev.device_id):
+            continue
+        lo, hi = window_bounds(analysis)
+        a, b = event_range(dv, float(lo[k]), float(hi[k]))
+        groups = group_by_op(analysis, dv, kept_at_end(dv, a, b))[:3]
+        if groups:
+            return "; still allocated at its end: " + ", ".join(
+                f"{fmt_bytes(g.bytes)} made by {g.op} ({g.count} allocation"
+                f"{'s' if g.count != 1 else ''})" for g in groups)
+    return ""
 
 
 def _figures(dev: DeviceMemory) -> str:
