@@ -47,11 +47,15 @@ CROSS_STREAM_US = 2.0
 #: Fewer samples than this and a trace's own launch latency or back-to-back gap is not
 #: measured: the defaults below stand in.
 MIN_SAMPLES = 20
-#: The device's launch latency where the trace has too few launches onto an idle stream:
-#: the median over the shared traces' own figures (:func:`device_latencies`; README).
-DEFAULT_LAUNCH_LATENCY_US = 5.0
-#: The gap between back-to-back kernels of a busy stream, likewise.
-DEFAULT_STREAM_GAP_US = 1.0
+#: The device's launch latency (launch call's start to the kernel's, onto an idle stream)
+#: where the trace has too few samples: the median of the 20 shared trace files' own
+#: figures that have enough (:func:`device_latencies`: 5.4-20 µs, H100 5.4-6.8 µs, V100
+#: and A100 7-20 µs).
+DEFAULT_LAUNCH_LATENCY_US = 9.5
+#: The gap between back-to-back kernels of a busy stream, likewise (0.8-4 µs on 18 of
+#: those 20 files; the two sampled HTA files, whose dropped events leave no true
+#: neighbours, 42-52 µs).
+DEFAULT_STREAM_GAP_US = 1.4
 
 
 @dataclass(frozen=True)
