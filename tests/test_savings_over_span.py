@@ -173,14 +173,16 @@ def test_the_tabs_card_texts():
     even = {"saves_us": 3807.7, "saves_us_total": 99000.0, "moves_us": 0.0,
             "saving_moves": False, "steps": list(range(1, 27))}
     one = {**even, "steps": [4]}
-    script = (f"import {{ savesText, totalText, movesText, stepSavesText }} from "
+    script = (f"import {{ savesText, totalText, movesText, stepSavesText, warmText }} from "
               f"{json.dumps((APP / 'whatif.js').as_uri())};"
               f"const ps = {json.dumps([moved, even, one])};"
               "console.log(JSON.stringify([ps.map(savesText), ps.map(totalText),"
-              " ps.map(movesText), [stepSavesText(9, 10000, 9090),"
+              " ps.map(movesText), ps.map(warmText), [stepSavesText(9, 10000, 9090),"
               " stepSavesText(9, 10000, 11406), stepSavesText(null, 5, 5)]]));")
     assert _node(script) == [
         ["no measurable saving", "saves 3.81 ms/step", "saves 3.81 ms/step"],
         ["", "99.0 ms over 26 warm steps", ""],
         ["1.41 ms of the per-step savings move into other steps' waits", "", ""],
+        ["warm steps: no measurable saving", "warm steps: 3.81 ms/step",
+         "warm steps: 3.81 ms/step"],
         ["step 9 saves 0.91 ms", "step 9: 1.41 ms longer", "the span: no measurable saving"]]

@@ -1,8 +1,10 @@
 """The "What if" card, in a real browser, against the span route's ``whatif``.
 
 ResNet-50 (V100, DataLoader with no workers): one bar pair per projection,
-``all`` first, then by saving; the figures match the route; a rule's button
-opens its finding. The CPU matmul run has nothing to replay: the empty state.
+``all`` first, then by saving; the figures match the route; each card's bars are the step
+the route names for its saving, named, till a step is selected, then that step's with its
+own saving; a rule's button opens its finding. The CPU matmul run has nothing to replay:
+the empty state.
 Screenshots of the card in both themes land in the test artifacts directory (see conftest).
 """
 
@@ -60,6 +62,18 @@ def saves(p: dict) -> str:
     return f"saves {unit}{per}"
 
 
+def step_saves(step: int, saved_us: float) -> str:
+    """whatif.js ``stepSavesText``: one step's own saving, labelled as that step's."""
+    def unit(us: float) -> str:
+        return dur(us) if us < 10 else f"{ms(us)} ms"
+
+    if saved_us >= 0.05:
+        return f"step {step} saves {unit(saved_us)}"
+    if saved_us <= -0.05:
+        return f"step {step}: {unit(-saved_us)} longer"
+    return f"step {step}: no measurable saving"
+
+
 def ordered(wi: list[dict]) -> list[str]:
     """``all`` first, then by saving, most first (the route's order breaks ties)."""
     return [p["id"] for _, p in sorted(enumerate(wi), key=lambda x: (
@@ -82,39 +96,63 @@ def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet,
     # `all` stands apart and says that the savings overlap
     expect(rows.first).to_have_class(re.compile(r"\bwi-all\b"))
     expect(rows.first.locator(".wi-note")).to_contain_text("do not add up")
-    # The bars are the selected step's walls, replayed (the route's per_step); the saving
-    # beside them is the median over the warm steps. Every figure as the route gives it;
-    # the title says what is assumed and on which steps.
-    step = int(card.locator(".card-body").get_attribute("data-step"))
-    expect(card.locator(".wi-basis")).to_contain_text(f"bars: step {step}")
-
-    def walls(p):
-        (one,) = [x for x in p["per_step"] if x["step"] == step]
-        return one["before_us"], one["after_us"]
-
+    # Before the user picks a step, each card draws the warm step the route names for its
+    # saving (shown_step: its own saving the nearest the per-step one), named beside the
+    # bars; the saving beside them is the warm steps' per step. Every figure as the route
+    # gives it; the title says what is assumed and on which steps.
+    assert card.locator(".card-body").get_attribute("data-step") == ""
+    expect(card.locator(".wi-basis")).to_contain_text("bars: the step named")
     for pid, p in wi.items():
         row = card.locator(f"#whatif-{pid}")
-        before, after = walls(p)
-        expect(row.locator(".wi-ba")).to_have_text(f"step {step}: {ms(before)} → {ms(after)} ms")
+        before, after = p["shown_before_us"], p["shown_after_us"]
+        expect(row.locator(".wi-ba")).to_have_text(
+            f"step {p['shown_step']}: {ms(before)} → {ms(after)} ms")
         expect(row.locator(".wi-save")).to_have_text(saves(p))
+        assert row.get_attribute("data-step") == str(p["shown_step"])
         assert float(row.get_attribute("data-before")) == before
         assert float(row.get_attribute("data-after")) == after
         assert float(row.get_attribute("data-saves")) == p["saves_us"]
+        # The step drawn represents the saving: none of the warm steps' is nearer.
+        own = {x["step"]: x["before_us"] - x["after_us"] for x in p["per_step"]
+               if x["step"] in p["steps"]}
+        nearest = min(abs(v - p["saves_us"]) for v in own.values())
+        assert abs(own[p["shown_step"]] - p["saves_us"]) <= nearest + 0.01, pid
         title = row.locator(".wi-bars").get_attribute("title")
         assert p["assumes"] in title
         assert "5–10" in title
-    # one scale for every bar: the before wall; the input bar's after is shorter
-    scale = max(max(walls(p)) for p in wi.values())
-    full = card.locator("#whatif-all .wi-bar.before").bounding_box()["width"]
+    # one scale for every bar: the longest wall drawn
+    scale = max(max(p["shown_before_us"], p["shown_after_us"]) for p in wi.values())
+    longest = max(wi.values(), key=lambda p: p["shown_before_us"])["id"]
+    full = card.locator(f"#whatif-{longest} .wi-bar.before").bounding_box()["width"]
     for pid, p in wi.items():
         before = card.locator(f"#whatif-{pid} .wi-bar.before").bounding_box()["width"]
         after = card.locator(f"#whatif-{pid} .wi-bar.after").bounding_box()["width"]
-        assert abs(before - full * walls(p)[0] / scale) < 1.5, pid
-        assert abs(after - full * walls(p)[1] / scale) < 1.5, pid
-    # selecting another step redraws the bars for it
-    other = next(s_["step"] for s_ in s["steps"] if s_["step"] != step)
-    frame.locator("#steps tbody tr", has_text=f"#{other}").first.click()
-    expect(card.locator(".card-body")).to_have_attribute("data-step", str(other))
+        assert abs(before - full * p["shown_before_us"] / scale) < 1.5, pid
+        assert abs(after - full * p["shown_after_us"] / scale) < 1.5, pid
+    card.scroll_into_view_if_needed()
+    page.wait_for_timeout(200)
+    card.screenshot(path=str(artifacts / "whatif-resnet-light.png"))
+    page.evaluate("document.body.classList.add('dark-mode')")  # what TB's theme switch does
+    expect(frame.locator("html")).to_have_class("dark")
+    page.wait_for_timeout(200)
+    card.screenshot(path=str(artifacts / "whatif-resnet-dark.png"))
+    # selecting a step redraws the bars for it, with that step's own saving, labelled (a
+    # warm step not the input card's, whose "#N" names no other step's row)
+    numbers = [str(x["step"]) for x in s["steps"]]
+    step = next(x["step"] for x in s["steps"] if x["step"] != wi["input"]["shown_step"]
+                and not x.get("cold")
+                and sum(n.startswith(str(x["step"])) for n in numbers) == 1)
+    frame.locator("#steps tbody tr", has_text=f"#{step}").first.click()
+    expect(card.locator(".card-body")).to_have_attribute("data-step", str(step))
+    expect(card.locator(".wi-basis")).to_have_text(f"bars and savings: step {step}")
+    for pid, p in wi.items():
+        row = card.locator(f"#whatif-{pid}")
+        (one,) = [x for x in p["per_step"] if x["step"] == step]
+        before, after = one["before_us"], one["after_us"]
+        expect(row.locator(".wi-ba")).to_have_text(f"step {step}: {ms(before)} → {ms(after)} ms")
+        expect(row.locator(".wi-save")).to_have_text(step_saves(step, before - after))
+        warm = saves(p).replace("saves ", "") if p["saves_us"] > 0 else saves(p)
+        expect(row.locator(".wi-total").first).to_have_text(f"warm steps: {warm}")
     inp = card.locator("#whatif-input")
     assert (inp.locator(".wi-bar.after").bounding_box()["width"]
             < inp.locator(".wi-bar.before").bounding_box()["width"] * 0.8)
@@ -133,12 +171,12 @@ def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet,
                 for i in range(parts.count())] == [x["saves_us"] for x in p.get("parts", [])]
     card.scroll_into_view_if_needed()
     page.wait_for_timeout(200)
-    card.screenshot(path=str(artifacts / "whatif-resnet-light.png"))
-    page.evaluate("document.body.classList.add('dark-mode')")  # what TB's theme switch does
-    expect(frame.locator("html")).to_have_class("dark")
-    page.wait_for_timeout(200)
-    card.screenshot(path=str(artifacts / "whatif-resnet-dark.png"))
+    card.screenshot(path=str(artifacts / "whatif-resnet-step-dark.png"))
     page.screenshot(path=str(artifacts / "whatif-resnet-tab-dark.png"))
+    page.evaluate("document.body.classList.remove('dark-mode')")
+    expect(frame.locator("html")).not_to_have_class("dark")
+    page.wait_for_timeout(200)
+    card.screenshot(path=str(artifacts / "whatif-resnet-step-light.png"))
 
 
 def test_a_rule_button_opens_its_finding(page, open_tab, tensorboard, resnet, artifacts):

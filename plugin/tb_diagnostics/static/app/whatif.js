@@ -58,6 +58,11 @@ export function totalText(p) {
   return `${msUnit(p.saves_us_total)} over ${n} warm steps`;
 }
 
+/** Under a selected step's own saving, the warm steps' (labelled): "warm steps: 59.0 ms/step". */
+export function warmText(p) {
+  return `warm steps: ${p.saves_us > 0 ? `${msUnit(p.saves_us)}/step` : "no measurable saving"}`;
+}
+
 /** Where the steps that finish sooner only wait longer in others: how much moves. */
 export function movesText(p) {
   if (!p.saving_moves || !(p.moves_us > 0)) return "";
@@ -163,7 +168,7 @@ export class WhatIfView {
     const named = step === null ? "" : `step ${step}: `;
     const save = own ? stepSavesText(step, before, after) : savesText(p);
     // Under a selected step's own figure, the warm steps' (labelled): never unnamed.
-    const span = [own ? `warm steps: ${savesText(p)}` : null, totalText(p), movesText(p)].filter(Boolean);
+    const span = [own ? warmText(p) : null, totalText(p), movesText(p)].filter(Boolean);
     const title = [`Assumes: ${p.assumes || "—"}`, `Steps used: ${stepsText(p)}`,
       `${named}now ${msUnit(before)} → after ${msUnit(after)}${own ? "" : " (the warm step whose own saving is nearest the per-step one)"}`,
       `${savesText(p)} (the warm steps' savings added up, over their number)`,
