@@ -128,6 +128,27 @@ class Report:
         """:meth:`findings` as a pandas DataFrame (needs ``tb-diagnostics[pandas]``)."""
         return self._frame(self.findings(), FINDING_COLUMNS)
 
+    def kernels_frame(self, *, step: str | int | None = None, group: str = "name",
+                      sort: str | None = None, limit: int = 1000) -> pd.DataFrame:
+        """The Kernels view (``tb-diagnostics kernels``) of every span, one row per kernel
+        group (``group="op"``: per kernel and launching op), with ``run``, ``worker``,
+        ``span`` first; ``step`` limits it to one step. Reads each span's analysis again
+        (from the cache when it is on)."""
+        from tb_diagnostics.opening import open_analysis
+        from tb_diagnostics.report.views import MAX_LIMIT, ViewParams, all_views
+
+        view = all_views()["kernels"]
+        params = ViewParams(step=None if step is None else str(step), group=group, sort=sort,
+                            limit=max(1, min(limit, MAX_LIMIT)))
+        records = []
+        for r in self.logdir.runs:
+            for w in r.workers:
+                for f in w.spans:
+                    doc = view.document(open_analysis(f, self.thresholds, self.cache), params)
+                    records.extend({"run": r.name, "worker": w.name, "span": f.span, **row}
+                                   for row in doc[view.rows_key])
+        return self._frame(records, ("run", "worker", "span", *view.columns))
+
     @staticmethod
     def _frame(records: list[dict[str, Any]], first: tuple[str, ...]) -> pd.DataFrame:
         pd = _pandas()
