@@ -14,25 +14,24 @@ from test_cache import write_run
 
 from tb_diagnostics import cache as cache_module
 from tb_diagnostics import engine
-from tb_diagnostics.cache import MODEL_FILE, STALE_TMP_S, TMP_PREFIX, TraceCache
+from tb_diagnostics.cache import CACHE_FORMAT, STALE_TMP_S, TMP_PREFIX, TraceCache
 
 
 @pytest.fixture
 def cached(tmp_path):
-    """(span file, cache, entry directory, the cold summary) of one cached small run."""
-    cache = TraceCache(tmp_path / "cache")
+    """(span file, cache, its model file, the cold summary) of one cached small run."""
+    cache = TraceCache(tmp_path / "cache", min_model_rows=0)  # a small model kept too
     (f,) = write_run(tmp_path / "logs").files
     doc = engine.span_summary(f, cache=cache)
     engine.open_model(f, cache)
-    d = cache.entry(f)
-    assert (d / MODEL_FILE).is_file()
-    return f, cache, d, doc
+    m = cache.model_path(f)
+    assert m is not None and m.is_file()
+    return f, cache, m, doc
 
 
-def _rewrite_header(d, change) -> None:
+def _rewrite_header(path, change) -> None:
     """Edit the model file's JSON header and write it back with a correct CRC, so that the
     checks behind the CRC are what must catch the edit."""
-    path = d / MODEL_FILE
     raw = path.read_bytes()
     line, _, rest = raw.partition(b"\n")
     magic, fmt, head_len, _ = line.split(b" ")
@@ -56,32 +55,33 @@ def _objects(h):
     return h
 
 
-def _flip_last_byte(d):
-    raw = bytearray((d / MODEL_FILE).read_bytes())
+def _flip_last_byte(m):
+    raw = bytearray(m.read_bytes())
     raw[-1] ^= 0xFF
-    (d / MODEL_FILE).write_bytes(bytes(raw))
+    m.write_bytes(bytes(raw))
 
 
 DAMAGE = {
-    "truncated": lambda d: (d / MODEL_FILE).write_bytes((d / MODEL_FILE).read_bytes()[:100]),
-    "empty": lambda d: (d / MODEL_FILE).write_bytes(b""),
-    "cut in the columns": lambda d: (d / MODEL_FILE).write_bytes(
-        (d / MODEL_FILE).read_bytes()[:-8]),
+    "truncated": lambda m: m.write_bytes(m.read_bytes()[:100]),
+    "empty": lambda m: m.write_bytes(b""),
+    "cut in the columns": lambda m: m.write_bytes(m.read_bytes()[:-8]),
     "a flipped byte": _flip_last_byte,
-    "a column one row short": lambda d: _rewrite_header(d, _one_row_short),
-    "a column of objects": lambda d: _rewrite_header(d, _objects),
-    "header {}": lambda d: _rewrite_header(d, lambda h: {}),
-    "header with wrong types": lambda d: _rewrite_header(
-        d, lambda h: {**h, "strings": 5, "lanes": "x"}),
-    "another format": lambda d: (d / MODEL_FILE).write_bytes(
-        (d / MODEL_FILE).read_bytes().replace(b"model 3 ", b"model 2 ", 1)),
+    "a column one row short": lambda m: _rewrite_header(m, _one_row_short),
+    "a column of objects": lambda m: _rewrite_header(m, _objects),
+    "header {}": lambda m: _rewrite_header(m, lambda h: {}),
+    "header with wrong types": lambda m: _rewrite_header(
+        m, lambda h: {**h, "strings": 5, "lanes": "x"}),
+    "another format": lambda m: m.write_bytes(m.read_bytes().replace(
+        b"model %d " % CACHE_FORMAT, b"model %d " % (CACHE_FORMAT - 1), 1)),
 }
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_model_is_a_miss_and_is_written_again(cached, damage):
-    f, cache, d, _ = cached
-    DAMAGE[damage](d)
+    f, cache, m, _ = cached
+    before = m.read_bytes()
+    DAMAGE[damage](m)
+    assert m.read_bytes() != before, "the damage changed nothing: the test proves nothing"
     assert cache.get_model(f) is None  # no exception, a miss
     model = engine.open_model(f, cache)  # parsed again, and cached again
     assert len(model) > 0
@@ -101,13 +101,13 @@ RESULT_DAMAGE = {
 
 @pytest.mark.parametrize("damage", list(RESULT_DAMAGE))
 def test_a_damaged_or_edited_results_file_is_never_served(cached, damage):
-    f, cache, d, doc = cached
-    (p,) = d.glob("results-*.json")
+    f, cache, _, doc = cached
+    (p,) = cache.store.glob(f"{cache.key(f)}.*.results")
     raw = p.read_bytes()
     changed = RESULT_DAMAGE[damage](raw)
     assert changed != raw
     p.write_bytes(changed)
-    variant = p.name.removeprefix("results-").removesuffix(".json")
+    variant = p.name.split(".")[1]
     assert cache.get_results(f, variant) is None
     assert not p.exists()  # dropped, and written anew by the next analysis
     assert engine.span_summary(f, cache=cache) == doc
@@ -115,19 +115,18 @@ def test_a_damaged_or_edited_results_file_is_never_served(cached, damage):
 
 
 def test_what_a_killed_writer_left_is_swept(cached, monkeypatch):
-    f, cache, d, _ = cached
+    f, cache, _, _ = cached
     stale = cache.store / f"{TMP_PREFIX}killed.tmp"
-    stale.mkdir()
-    (stale / MODEL_FILE).write_bytes(b"half")
+    stale.write_bytes(b"half a model")
     young = cache.store / f"{TMP_PREFIX}writing.tmp"
-    young.mkdir()
+    young.write_bytes(b"being written")
     old = time.time() - STALE_TMP_S - 10
     os.utime(stale, (old, old))
-    leftover = d / f"{TMP_PREFIX}results.tmp"
+    leftover = cache.store / f"{TMP_PREFIX}results.tmp"
     leftover.write_bytes(b"{")
     os.utime(leftover, (old, old))
     engine.span_summary(f, cache=cache, thresholds=None)  # a hit: nothing written
     monkeypatch.setattr(cache_module, "MIN_WRITES_PER_SCAN", 1)
     cache.put_results(f, "other", {"steps": []})  # a write that is due to rescan sweeps
     assert not stale.exists() and not leftover.exists()
-    assert young.exists()  # a live writer's directory is left alone
+    assert young.exists()  # a live writer's temporary is left alone

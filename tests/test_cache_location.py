@@ -40,5 +40,5 @@ def test_the_cli_and_the_console_script_write_only_to_the_sessions_cache(tmp_pat
     files = scan_logdir(str(logdir)).files
     assert files
     for f in files:
-        assert TraceCache().entry(f).is_dir(), "the report cached nothing: the test proves nothing"
-        assert not TraceCache(USER_CACHE).entry(f).exists(), f"{f.relpath} cached in {USER_CACHE}"
+        assert TraceCache().entry_files(f), "the report cached nothing: the test proves nothing"
+        assert not TraceCache(USER_CACHE).entry_files(f), f"{f.relpath} cached in {USER_CACHE}"

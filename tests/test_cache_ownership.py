@@ -135,18 +135,18 @@ def test_a_directory_without_the_marker_is_never_written_or_evicted(tmp_path, ca
     root = tmp_path / "cache"
     fake = root / STORE_NAME
     fake.mkdir(parents=True)
-    victim = fake / ("ab" * 16)  # an entry's name, but no marker says the directory is ours
+    victim = fake / ("ab" * 16)  # an old entry's name, but no marker says the directory is ours
     victim.mkdir()
     (victim / "model.json").write_text("{}")
-    os.utime(victim, (OLD, OLD))
+    (fake / f"{'cd' * 16}.model").write_text("named like an entry's file")
+    for p in (victim, fake / f"{'cd' * 16}.model"):
+        os.utime(p, (OLD, OLD))
     ld = write_run(tmp_path / "logs", n_files=2)
     tiny = TraceCache(root, max_bytes=1)
     # Someone's files where this cache would look for the first trace's entry: not
     # what it wrote, so a miss, and still not deleted as damage.
-    theirs = tiny.entry(ld.files[0])
-    theirs.mkdir()
-    (theirs / "model.bin").write_bytes(b"their data")
-    (theirs / f"results-{engine.thresholds_variant(None)}.json").write_bytes(b"theirs too")
+    tiny.model_path(ld.files[0]).write_bytes(b"their data")
+    tiny.results_path(ld.files[0], engine.thresholds_variant(None)).write_bytes(b"theirs too")
     before = snapshot(root)
     with caplog.at_level(logging.WARNING, logger="tb_diagnostics"):
         for f in ld.files:
@@ -329,20 +329,20 @@ def test_a_full_disk_turns_writes_off_with_one_warning_and_leaves_nothing(tmp_pa
 
 
 def test_a_failed_results_write_removes_its_temporary_file(tmp_path, monkeypatch):
-    cache = TraceCache(tmp_path / "cache")
+    cache = TraceCache(tmp_path / "cache", min_model_rows=0)
     ld = write_run(tmp_path / "logs", n_files=2)
-    engine.open_model(ld.files[0], cache)  # an entry exists: results go into it
+    engine.open_model(ld.files[0], cache)  # an entry exists: results go beside its model
 
     def failing_rename(src, dst):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "replace", failing_rename)
     monkeypatch.setattr(os, "rename", failing_rename)
-    for f in ld.files:  # the first into its entry, the second with none yet
+    for f in ld.files:  # the first beside its model, the second with no entry yet
         with pytest.raises(OSError):
             cache.put_results(f, "v", {"steps": []})
     assert _leftovers(cache) == []
-    assert cache.entry(ld.files[1]) is not None and not cache.entry(ld.files[1]).exists()
+    assert cache.key(ld.files[1]) is not None and cache.entry_files(ld.files[1]) == []
 
 
 def test_a_write_past_the_file_size_limit_leaves_nothing(tmp_path):
@@ -354,7 +354,7 @@ def test_a_write_past_the_file_size_limit_leaves_nothing(tmp_path):
         "from tb_diagnostics.cache import TraceCache\n"
         "from tb_diagnostics.logdir import scan_logdir\n"
         "files = scan_logdir(sys.argv[1]).files\n"
-        "cache = TraceCache(sys.argv[2])\n"
+        "cache = TraceCache(sys.argv[2], min_model_rows=0)\n"
         "engine.open_model(files[0], cache)\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (200, resource.getrlimit("
@@ -382,7 +382,7 @@ def test_a_name_that_is_not_utf8_has_a_cache_entry(tmp_path):
     assert doc["steps"]
     assert cache.get_results(f, engine.thresholds_variant(None)) == doc
     other = replace(f, url=f.url.replace("\udce9", "\udce8"))
-    assert cache.entry(other) != cache.entry(f)
+    assert cache.key(other) != cache.key(f)
 
 
 def test_stale_temporaries_of_its_own_are_swept_and_young_ones_kept(tmp_path):
@@ -394,8 +394,8 @@ def test_stale_temporaries_of_its_own_are_swept_and_young_ones_kept(tmp_path):
                                                  suffix=".tmp"))
     young_dir = Path(tempfile.mkdtemp(dir=store, prefix=cache_module.TMP_PREFIX,
                                                    suffix=".tmp"))
-    (entry,) = [d for d, _, _ in cache.entries()]
-    old_file = entry / f"{cache_module.TMP_PREFIX}x.tmp"
+    assert len(cache.entries()) == 1
+    old_file = store / f"{cache_module.TMP_PREFIX}x.tmp"
     old_file.write_bytes(b"{")
     for p in (old_dir, old_file):
         os.utime(p, (time.time() - cache_module.STALE_TMP_S - 10,) * 2)

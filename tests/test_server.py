@@ -215,7 +215,7 @@ def test_load_and_summarise_goes_through_the_engine_cache(tmp_path):
 
     write_run(tmp_path / "log")
     f = scan_logdir(str(tmp_path / "log")).files[0]
-    cache = TraceCache(tmp_path / "cache")
+    cache = TraceCache(tmp_path / "cache", min_model_rows=0)  # keeps even this small a model
     p = Progress(file=f)
     analysis, summary = load_and_summarise(f, p, cache=cache)
     assert p.stage == "analysing" and p.fraction == pytest.approx(0.6)

@@ -19,13 +19,25 @@ cache is off, with one warning). Entries of earlier layouts, directly in the
 root, are not read and are left alone. A cache root inside a local log dir is
 refused (:func:`cache_for_logdir`): nothing is ever written into a log dir.
 
-An entry is a directory: ``model.bin`` (the columns and their metadata, one file
-read in one call: :mod:`tb_diagnostics.cache_format`) and one
-``results-<variant>.json`` per threshold setting. Every write goes to a
-temporary name and is renamed into place, so two processes sharing the cache
-never see half an entry; a write that fails removes its temporary, and on a
-full disk (ENOSPC, EDQUOT, EFBIG) writes are off for the rest of the process,
-with one warning.
+An entry is the files of one key, side by side in the store (no directory per entry,
+see :mod:`tb_diagnostics.cache_store`): ``<key>.model`` (the columns and their
+metadata, one file read in one call: :mod:`tb_diagnostics.cache_format`) and one
+``<key>.<variant>.results`` per threshold setting. Every write goes to a temporary
+name and is renamed into place, so two processes sharing the cache never see half a
+file; a write that fails removes its temporary, and on a full disk (ENOSPC, EDQUOT,
+EFBIG) writes are off for the rest of the process, with one warning.
+
+**Which models are kept.** A model is read back only when its results are not
+(other thresholds, the tab's views, the HTML report), and then the analysis runs
+anyway; what the entry saves is the parse minus the read. Measured on this
+package's small synthetic traces and the shared real ones (``/tmp`` on ext4, a
+2-core VM): a parse costs about 1 ms plus 4-8 µs per row, a read of the entry
+0.2-0.3 ms whatever the size, and a write one new file (0.06-0.8 ms of inode
+allocation, the dominant cost of a cold report of small traces) plus ~0.1 ms to
+lay the columns out. Below :data:`MIN_MODEL_ROWS` rows the parse saved is at most
+about five writes' worth, and a cold run pays the write for every file while only
+a fraction of them is ever read back; such models are not written (their results
+still are). From that size up, one reuse repays the write several times over.
 
 **Bookkeeping is O(1) amortized per write.** The total size is bounded, least
 recently used first out, but sizing the cache means listing every entry, so it
@@ -33,10 +45,12 @@ is not done per write. Each process keeps running books per store (module
 level: the pool's jobs each build a :class:`TraceCache`, but a worker process
 lives on): bytes and writes since its last scan. It rescans (sizes, sweeps and
 evicts) only when its own writes since then pass :data:`HEADROOM` of the bound,
-or their count passes the number of entries the last scan saw (at least
+or their count passes the number of files the last scan saw (at least
 :data:`MIN_WRITES_PER_SCAN`); each scan evicts down to ``1 - HEADROOM`` of the
-bound. So a scan of E entries comes after at least ~E/10 writes, and P processes
-writing at once exceed the bound by at most P headrooms (plus one entry each).
+bound. Each write makes one file, so a scan of F files comes after at least F
+writes while the cache fills and ~F/10 once it is full (the headroom), and P
+processes writing at once exceed the bound by at most P headrooms (plus one file
+each).
 A shared on-disk index would be exact across processes, but it needs a lock
 and is one more file to corrupt; the directory itself stays the only truth.
 """
@@ -47,7 +61,6 @@ import contextlib
 import errno
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -62,15 +75,18 @@ from tb_diagnostics.cache_format import model_from_buffer, model_parts
 from tb_diagnostics.cache_store import (
     CACHE_FORMAT,
     MARKER_NAME,
+    MODEL_SUFFIX,
+    RESULTS_SUFFIX,
     STALE_TMP_S,
     STORE_NAME,
     TMP_PREFIX,
+    VARIANT_NAME,
+    Entry,
     claim_store,
     evict_oldest,
     is_marked,
-    publish,
-    replace_file,
     scan_store,
+    write_file,
 )
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.output import decode_json, encode_json
@@ -83,12 +99,13 @@ DEFAULT_MAX_BYTES = 4 << 30
 #: The share of the bound one process may write between two scans (see the docstring).
 HEADROOM = 0.1
 MIN_WRITES_PER_SCAN = 64
+#: Models of fewer rows (trace events) are not cached: parsing one again costs about
+#: what writing it did (see "Which models are kept" in the module docstring).
+MIN_MODEL_ROWS = 1000
 #: A full disk or quota: writing again would only fail again.
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-MODEL_FILE = "model.bin"
-__all__ = ["CACHE_FORMAT", "MODEL_FILE", "STALE_TMP_S", "STORE_NAME", "TMP_PREFIX",
-           "CacheLocationError", "TraceCache", "cache_for_logdir", "default_cache_dir",
-           "digest"]
+__all__ = ["CACHE_FORMAT", "STALE_TMP_S", "STORE_NAME", "TMP_PREFIX", "CacheLocationError",
+           "Entry", "TraceCache", "cache_for_logdir", "default_cache_dir", "digest"]
 
 
 class CacheLocationError(ValueError):
@@ -168,7 +185,7 @@ class _Books:
     bytes_since: int = 0
     writes_since: int = 0
     budget: int | None = None  # bytes until the next scan; None: not scanned yet
-    entries_seen: int = 0
+    files_seen: int = 0
 
 
 _BOOKS: dict[str, _Books] = {}
@@ -179,9 +196,11 @@ class TraceCache:
     """Built models and results on disk; every method is safe to call concurrently."""
 
     def __init__(self, root: Path | str | None = None,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES,
+                 min_model_rows: int = MIN_MODEL_ROWS) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
         self.max_bytes = max_bytes
+        self.min_model_rows = min_model_rows
         self.store = self.root / STORE_NAME
         self._books_key = os.path.abspath(self.store)
 
@@ -196,12 +215,30 @@ class TraceCache:
             return None
 
     # ---- keys --------------------------------------------------------------
-    def entry(self, f: SpanFile) -> Path | None:
-        """The entry directory for a file, or None when the file cannot be keyed safely."""
+    def key(self, f: SpanFile) -> str | None:
+        """The file's entry key (32 hex digits), or None when it cannot be keyed safely."""
         if f.size is None or f.mtime is None:
             return None
-        raw = f"{code_fingerprint()}|{f.url}|{f.size}|{f.mtime!r}"
-        return self.store / digest(raw, 32)
+        return digest(f"{code_fingerprint()}|{f.url}|{f.size}|{f.mtime!r}", 32)
+
+    def model_path(self, f: SpanFile) -> Path | None:
+        key = self.key(f)
+        return None if key is None else self.store / f"{key}{MODEL_SUFFIX}"
+
+    def results_path(self, f: SpanFile, variant: str) -> Path | None:
+        key = self.key(f)
+        if key is None:
+            return None
+        if not VARIANT_NAME.fullmatch(variant):  # a name the store's pattern would not own
+            variant = digest(variant, 16)
+        return self.store / f"{key}.{variant}{RESULTS_SUFFIX}"
+
+    def entry_files(self, f: SpanFile) -> list[Path]:
+        """The files the file's entry has now (its model, its results), for inspection."""
+        key = self.key(f)
+        return [] if key is None else sorted(
+            p for p in self.store.glob(f"{key}.*") if p.name.endswith(
+                (MODEL_SUFFIX, RESULTS_SUFFIX)))
 
     @property
     def _books(self) -> _Books:
@@ -213,11 +250,11 @@ class TraceCache:
 
     # ---- models --------------------------------------------------------------
     def get_model(self, f: SpanFile) -> TraceModel | None:
-        d = self.entry(f)
-        if d is None or self._books.owned is False:
+        p = self.model_path(f)
+        if p is None or self._books.owned is False:
             return None
         try:
-            with open(d / MODEL_FILE, "rb") as fh:
+            with open(p, "rb") as fh:
                 raw = bytearray(os.fstat(fh.fileno()).st_size)
                 complete = fh.readinto(raw) == len(raw)
         except OSError:
@@ -227,34 +264,30 @@ class TraceCache:
         except Exception:  # any damage (a cut file, an edited header) is a miss
             model = None
         if model is None:
-            # A damaged entry is dropped, so that the next put writes it anew (only from
+            # A damaged file is dropped, so that the next put writes it anew (only from
             # a store that is marked as the cache's: nothing else is ever deleted).
-            if is_marked(self.store):
-                shutil.rmtree(d, ignore_errors=True)
+            self._drop(p)
             return None
-        self._touch(d)
+        self._touch(p)
         return model
 
     def put_model(self, f: SpanFile, model: TraceModel) -> None:
-        d = self.entry(f)
-        if d is None or not self._writable():
+        """Keep the model, unless it is too small to be worth a file (``min_model_rows``)."""
+        if len(model) < self.min_model_rows:
+            return
+        p = self.model_path(f)
+        if p is None or not self._writable():
             return
         parts = model_parts(model, CACHE_FORMAT)
         if parts is None:
             return
-
-        def write(tmp: Path) -> int:
-            with open(tmp / MODEL_FILE, "wb") as fh:
-                return sum(fh.write(p) for p in parts)
-
-        self._guarded(lambda: publish(self.store, d, write))
+        self._guarded(lambda: write_file(self.store, p.name, parts))
 
     # ---- results -------------------------------------------------------------
     def get_results(self, f: SpanFile, variant: str) -> Any | None:
-        d = self.entry(f)
-        if d is None or self._books.owned is False:
+        p = self.results_path(f, variant)
+        if p is None or self._books.owned is False:
             return None
-        p = d / f"results-{variant}.json"
         try:
             head, _, body = p.read_bytes().partition(b"\n")
         except OSError:
@@ -269,26 +302,19 @@ class TraceCache:
             except msgspec.DecodeError:
                 ok = False
         if not ok or not isinstance(data, dict):
-            if is_marked(self.store):
-                with contextlib.suppress(OSError):
-                    p.unlink()
+            self._drop(p)
             return None
-        self._touch(d)
+        self._touch(p)
         return data
 
     def put_results(self, f: SpanFile, variant: str, results: Any) -> None:
-        d = self.entry(f)
-        if d is None or not self._writable():
+        p = self.results_path(f, variant)
+        if p is None or not self._writable():
             return
         # encode_json: names that are not UTF-8 stay exact (msgspec alone refuses them).
         body = encode_json(results)
-        data = _results_head(body) + b"\n" + body
-        name = f"results-{variant}.json"
-        if d.is_dir():
-            self._guarded(lambda: replace_file(d, name, data))
-        else:  # a new entry holding just these results: published whole, as models are
-            self._guarded(lambda: publish(
-                self.store, d, lambda tmp: (tmp / name).write_bytes(data)))
+        self._guarded(lambda: write_file(self.store, p.name,
+                                         (_results_head(body), b"\n", body)))
 
     # ---- writing ---------------------------------------------------------------
     def _writable(self) -> bool:
@@ -333,12 +359,16 @@ class TraceCache:
             b.warned = True
         _log.warning("tb-diagnostics: %s", message)
 
-    def _touch(self, d: Path) -> None:
-        try:
-            now = time.time()
-            os.utime(d, (now, now))
-        except OSError:
-            pass
+    def _touch(self, p: Path) -> None:
+        """Mark a file as used now: eviction goes by its entry's newest file."""
+        with contextlib.suppress(OSError):
+            os.utime(p)
+
+    def _drop(self, p: Path) -> None:
+        """Delete a damaged file of an entry, only from a store marked as the cache's."""
+        if is_marked(self.store):
+            with contextlib.suppress(OSError):
+                p.unlink()
 
     # ---- bookkeeping -----------------------------------------------------------
     def _account(self, written: int) -> None:
@@ -350,7 +380,7 @@ class TraceCache:
             b.writes_since += 1
             budget = headroom if b.budget is None else b.budget
             due = (b.bytes_since > budget
-                   or b.writes_since >= max(MIN_WRITES_PER_SCAN, b.entries_seen))
+                   or b.writes_since >= max(MIN_WRITES_PER_SCAN, b.files_seen))
             if not due or b.scanning:
                 return
             b.scanning = True
@@ -361,22 +391,22 @@ class TraceCache:
             with b.lock:
                 b.scanning = False
         with b.lock:
-            b.entries_seen = n
+            b.files_seen = n
             b.budget = max(0, min(headroom, self.max_bytes - total))
 
-    def entries(self) -> list[tuple[Path, int, float]]:
-        """(entry, bytes, last use) of every complete entry."""
-        return scan_store(self.store, sweep_before=None)
+    def entries(self) -> list[Entry]:
+        """Every entry: its key, its files, their bytes and its last use."""
+        return scan_store(self.store, sweep_before=None)[0]
 
     def size(self) -> int:
-        return sum(s for _, s, _ in self.entries())
+        return sum(e.size for e in self.entries())
 
     def rescan(self) -> tuple[int, int]:
         """Size the store, sweep a killed writer's temporaries (older than
         ``STALE_TMP_S``; a live writer's are younger) and evict least recently used entries
-        down to ``1 - HEADROOM`` of the bound once it is passed; (bytes, entries) left.
+        down to ``1 - HEADROOM`` of the bound once it is passed; (bytes, files) left.
         Does nothing to a store without the marker."""
         if not is_marked(self.store):
             return 0, 0
-        entries = scan_store(self.store, sweep_before=time.time() - STALE_TMP_S)
+        entries, _ = scan_store(self.store, sweep_before=time.time() - STALE_TMP_S)
         return evict_oldest(entries, self.max_bytes * (1 - HEADROOM))
