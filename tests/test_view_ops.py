@@ -185,3 +185,22 @@ def test_ops_match_a_raw_count_on_shared_traces(run, tmp_path):
         shapes[r["name"]] += r["calls"]
     for name, r in list(got.items())[:20]:
         assert shapes[name] == r["calls"]
+
+
+def test_ops_and_modules_frames_of_the_api(trace, tmp_path):
+    from tb_diagnostics.api import analyze
+
+    t = built(trace)
+    t.x("python_function", "nn.Module: Net_0", 5, 400, **{"Python id": 1})
+    t.write(tmp_path / "log" / "run" / "worker0.1.pt.trace.json")
+    report = analyze(str(tmp_path / "log"), cache=False)
+    frame = report.ops_frame(sort="name")
+    assert list(frame.columns[:4]) == ["run", "worker", "span", "name"]
+    assert frame["name"].tolist() == ["aten::addmm", "aten::linear", "aten::mul", "aten::to"]
+    assert frame.set_index("name").loc["aten::linear", "host_total_us"] == 200.0
+    shapes = report.ops_frame(group="shapes", step=2)
+    assert shapes["calls"].sum() == 6 and "input_dims" in shapes.columns
+    mods = report.modules_frame()
+    assert mods["path"].tolist() == ["Net_0"] and mods["calls"].tolist() == [1]
+    under = report.ops_frame(module=int(mods["id"][0]))
+    assert set(under["name"]) == {"aten::linear", "aten::addmm", "aten::to", "aten::mul"}

@@ -149,6 +149,40 @@ class Report:
                                    for row in doc[view.rows_key])
         return self._frame(records, ("run", "worker", "span", *view.columns))
 
+    def ops_frame(self, *, step: str | int | None = None, group: str = "name",
+                  sort: str | None = None, module: int | None = None,
+                  limit: int = 1000) -> pd.DataFrame:
+        """The Operators view (``tb-diagnostics ops``) of every span: one row per op name
+        (``group="shapes"``: per name and input dims) with calls, host and device total and
+        self µs, ``run``, ``worker``, ``span`` first; ``step`` limits it to one step,
+        ``module`` (a Modules row's ``id``) to the ops under that module."""
+        extra = None if module is None else {"module": str(module)}
+        return self._view_frame("ops", step, group, sort, limit, extra)
+
+    def modules_frame(self, *, step: str | int | None = None, sort: str | None = None,
+                      limit: int = 1000) -> pd.DataFrame:
+        """The Modules view (``tb-diagnostics modules``) of every span: the nn.Module tree
+        in pre-order, one row per module node (``id``, ``parent``, ``depth``, ``path``,
+        calls, host and device µs), ``run``, ``worker``, ``span`` first."""
+        return self._view_frame("modules", step, None, sort, limit, None)
+
+    def _view_frame(self, name: str, step: str | int | None, group: str | None,
+                    sort: str | None, limit: int, extra: dict[str, str] | None) -> pd.DataFrame:
+        from tb_diagnostics.opening import open_analysis
+        from tb_diagnostics.report.views import MAX_LIMIT, ViewParams, all_views
+
+        view = all_views()[name]
+        params = ViewParams(step=None if step is None else str(step), group=group, sort=sort,
+                            limit=max(1, min(limit, MAX_LIMIT)), extra=extra)
+        records = []
+        for r in self.logdir.runs:
+            for w in r.workers:
+                for f in w.spans:
+                    doc = view.document(open_analysis(f, self.thresholds, self.cache), params)
+                    records.extend({"run": r.name, "worker": w.name, "span": f.span, **row}
+                                   for row in doc[view.rows_key])
+        return self._frame(records, ("run", "worker", "span", *view.columns))
+
     @staticmethod
     def _frame(records: list[dict[str, Any]], first: tuple[str, ...]) -> pd.DataFrame:
         pd = _pandas()

@@ -1,6 +1,6 @@
 """The Operators view's document (``/view?name=ops``, ``tb-diagnostics ops``).
 
-``{group, step, module, stacks_recorded, totals: {calls, host_self_us, device_self_us},
+``{group, sort, step, module, stacks_recorded, totals: {calls, host_self_us, device_self_us},
 total_rows, offset, rows}``; each row: ``name``, ``input_dims`` (grouped by shapes),
 ``calls``, ``host_total_us``, ``host_self_us``, ``device_total_us``, ``device_self_us``,
 ``mean_us`` (host total per call), ``device_mean_us``, ``host_self_mean_us``,
@@ -95,7 +95,8 @@ def ops_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, Any]:
                   else None)
     m = analysis.model
     default = "-host_total_us" if analysis.cpu_only else "-device_total_us"
-    order = _order(analysis, g, params.sort or default)
+    sort = params.sort or default
+    order = _order(analysis, g, sort)
     if params.q:
         needle = params.q.casefold()
         ids = np.unique(g.name_ids)
@@ -118,7 +119,7 @@ def ops_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, Any]:
                     "steps": [windows[w].step if w >= 0 else None for w in wins.tolist()]})
         out.append(row)
     doc: dict[str, Any] = {
-        "group": by, "step": None if window is None else windows[window].step,
+        "group": by, "sort": sort, "step": None if window is None else windows[window].step,
         "module": None, "stacks_recorded": op_calls(analysis).stacks_recorded,
         "totals": {"calls": int(g.calls.sum()), "host_self_us": _r(g.host_self_us.sum()),
                    "device_self_us": _r(g.device_self_us.sum())},

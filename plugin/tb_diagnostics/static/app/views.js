@@ -13,9 +13,14 @@
 
 import { getJSON } from "./api.js";
 import { card } from "./dom.js";
+import { ModulesView } from "./modules.js";
+import { OpsView } from "./ops.js";
 
 /** [card id, title, class]: a view module adds its line here (and nothing in main.js). */
-const VIEWS = [];
+const VIEWS = [
+  ["ops", "Operators", OpsView],
+  ["modules", "Modules", ModulesView],
+];
 
 export function mountViews(app) {
   return VIEWS.map(([id, title, View]) => {
