@@ -51,6 +51,9 @@ class DeviceView:
     #: For an allocation, the index (in this device's events) of the event that ends it;
     #: ``len(ts)`` when nothing does within the trace. -1 for frees.
     ends_at: np.ndarray
+    #: Whether the events carry block addresses (2021 traces have none: nothing can be
+    #: matched, so nothing is known to be alive).
+    addressed: bool
 
     @property
     def label(self) -> str:
@@ -133,7 +136,8 @@ def device_views(analysis: SpanAnalysis) -> list[DeviceView]:
             allocated = np.cumsum(nbytes)
         out.append(DeviceView(series=dev, sel=sel, ts=mem.ts[sel], nbytes=nbytes,
                               allocated=allocated, reserved=mem.total_reserved[sel],
-                              ends_at=_match(mem.addr[sel], nbytes)))
+                              ends_at=_match(mem.addr[sel], nbytes),
+                              addressed=bool((mem.addr[sel] >= 0).any())))
     return out
 
 

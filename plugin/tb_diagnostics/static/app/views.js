@@ -13,12 +13,14 @@
 
 import { getJSON } from "./api.js";
 import { card } from "./dom.js";
+import { MemoryView } from "./memory.js";
 import { ModulesView } from "./modules.js";
 import { OpsView } from "./ops.js";
 
 /** [card id, title, class]: a view module adds its line here (and nothing in main.js). */
 const VIEWS = [
   ["ops", "Operators", OpsView],
+  ["memory", "Memory", MemoryView],
   ["modules", "Modules", ModulesView],
 ];
 
