@@ -220,3 +220,21 @@ def test_the_compile_projection_is_within_20_percent_of_the_measured_saving():
     p = projection(before, "compile")
     predicted = p.saving(warm_windows(before))
     assert abs(predicted - measured) <= 0.2 * measured
+
+
+def test_the_cards_name_the_rules_that_propose_torch_compile(tmp_path):
+    from tb_diagnostics.analysis.views.whatif import projections
+
+    b = TraceBuilder(tmp_path)
+    _steps(b)
+    a = b.analysis()
+    cards = {p.id: p for p in projections(a)}
+    rules = {"tiny-kernels", "high-call-count", "memory-bound-chain", "dispatch-chain"}
+    for card in ("compile", "compile-graphs"):
+        assert set(cards[card].related) == rules
+        assert cards[card].rules == ()  # each of them names a symptom, none claims the card
+    assert f"{LOOKUP_US:g} µs" in cards["compile"].assumes
+    assert f"{GRAPH_LAUNCH_US:g} µs" in cards["compile-graphs"].assumes
+    # Compiled, the steps are shorter; with graphs too, shorter still (host-bound steps).
+    warm = [1]
+    assert 0 < cards["compile"].saving(warm) < cards["compile-graphs"].saving(warm)
