@@ -240,3 +240,31 @@ def test_shared_peak_and_alive_match_the_raw_events(run, tmp_path):
         assert alive["bytes"] == sum(e["args"]["Bytes"] for e in live.values())
         rows = [r for r in doc["rows"] if r["device"] == dev["device"]]
         assert sum(r["count"] for r in rows) == len(live)
+
+
+def test_cli_json_csv_text_and_the_api_frame(trace, tmp_path, capsys):
+    import csv
+    import io
+
+    import tb_diagnostics
+    from tb_diagnostics.cli import main
+
+    built(trace).write(tmp_path / "log" / "run" / "w.1.pt.trace.json")
+    logdir = str(tmp_path / "log")
+    assert main(["memory", logdir, "--format", "json", "--no-cache"]) == 0
+    view = json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["spans"][0]["memory"]
+    assert view["devices"][0]["peak_allocated_bytes"] == 365 * MB
+    assert {r["op"]: r["count"] for r in view["rows"]} == {
+        "aten::linear": 1, "aten::relu": 1, "aten::empty": 1}
+    assert main(["memory", logdir, "--format", "csv", "--group", "inner", "--no-cache"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["op"]: r["bytes"] for r in rows} == {"aten::empty": "105000000.0",
+                                                   "aten::relu": "80000000.0"}
+    assert main(["memory", logdir, "--step", "2", "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "CUDA 0: peak allocated 295.00 MB" in text and "aten::cat" in text
+    pytest.importorskip("pandas")
+    frame = tb_diagnostics.analyze(logdir, cache=False).memory_frame()
+    assert list(frame.columns[:5]) == ["run", "worker", "span", "device", "op"]
+    assert dict(zip(frame["op"], frame["bytes"], strict=True)) == {
+        "aten::linear": 100 * MB, "aten::relu": 80 * MB, "aten::empty": 5 * MB}

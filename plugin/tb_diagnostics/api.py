@@ -166,6 +166,18 @@ class Report:
         calls, host and device µs), ``run``, ``worker``, ``span`` first."""
         return self._view_frame("modules", step, None, sort, limit, None)
 
+    def memory_frame(self, *, step: str | int | None = None, group: str = "op",
+                     sort: str | None = None, device: str | None = None,
+                     limit: int = 1000) -> pd.DataFrame:
+        """The Memory view (``tb-diagnostics memory``) of every span: the allocations alive
+        at each device's peak, one row per op that made them (``group="inner"``: per op
+        that called the allocator) with ``device``, ``bytes``, ``count``,
+        ``largest_bytes`` and the largest one's call path, ``run``, ``worker``, ``span``
+        first; ``step`` takes the step's own peak, ``device`` ("CUDA 0") one device. The
+        curves and per-step figures are in ``tb-diagnostics memory --format json``."""
+        extra = None if device is None else {"device": device}
+        return self._view_frame("memory", step, group, sort, limit, extra)
+
     def _view_frame(self, name: str, step: str | int | None, group: str | None,
                     sort: str | None, limit: int, extra: dict[str, str] | None) -> pd.DataFrame:
         from tb_diagnostics.opening import open_analysis

@@ -141,9 +141,9 @@ export class MemoryView {
 
   aliveTable(doc, d) {
     const alive = d.alive_at_peak;
-    const caption = alive
-      ? `Alive at the peak: ${bytes(alive.bytes)} in ${alive.count.toLocaleString()} allocations, by the op that made them`
-      : "No allocation events on this device";
+    const caption = !alive ? "No allocation events on this device"
+      : alive.matched ? `Alive at the peak: ${bytes(alive.bytes)} in ${alive.count.toLocaleString()} allocations, by the op that made them`
+        : alive.note;
     const head = h("tr", null, COLUMNS.map((c) => {
       const on = this.sort.replace(/^-/, "") === c.key;
       return h("th", { class: c.num ? "num" : "", scope: "col", title: c.title || null,
