@@ -105,10 +105,6 @@ class Region:
     generated: int  # kernels Inductor generates (fused runs)
     extern: int  # GEMM / convolution / other calls it keeps
 
-    @property
-    def launches(self) -> int:
-        return self.generated + self.extern
-
 
 def _already_compiled(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     """Whether each host row runs inside a compiled region or CompiledFunction already."""
