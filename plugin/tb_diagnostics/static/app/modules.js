@@ -6,18 +6,18 @@
 
 import { isAbort } from "./api.js";
 import { fill, h } from "./dom.js";
-import { dur, ms, stepLabel } from "./format.js";
-import { MODULE_EVENT, choice, debounce, rowKeys } from "./ops.js";
+import { stepLabel } from "./format.js";
+import { MODULE_EVENT, choice, debounce, rowKeys, us } from "./ops.js";
 
 const PAGE = 200;
 const COLUMNS = [
   { key: "name", label: "Module" },
   { key: "calls", label: "Calls", num: true, int: true },
-  { key: "host_us", label: "Host ms", num: true, title: "the module's frames: their duration" },
-  { key: "host_self_us", label: "Host self ms", num: true, title: "minus the sub-modules' frames" },
-  { key: "device_us", label: "Device ms", num: true, title: "device time launched inside the module's frames" },
-  { key: "device_self_us", label: "Device self ms", num: true },
-  { key: "host_mean_us", label: "Host mean", num: true, dur: true },
+  { key: "host_us", label: "Host µs", num: true, title: "the module's frames: their duration" },
+  { key: "host_self_us", label: "Host self µs", num: true, title: "minus the sub-modules' frames" },
+  { key: "device_us", label: "Device µs", num: true, title: "device time launched inside the module's frames" },
+  { key: "device_self_us", label: "Device self µs", num: true },
+  { key: "host_mean_us", label: "Host mean µs", num: true },
 ];
 
 export class ModulesView {
@@ -115,7 +115,7 @@ export class ModulesView {
       return [flat ? r.path : v, r.children_omitted ? h("span", { class: "ops-hint" }, ` +${r.children_omitted} more`) : null];
     }
     if (c.int) return String(v);
-    return c.dur ? dur(v) : ms(v);
+    return us(v);
   }
 
   sortBy(col, key, desc) {

@@ -7,7 +7,7 @@
 
 import { isAbort } from "./api.js";
 import { fill, h } from "./dom.js";
-import { dur, ms, shortName, stepLabel } from "./format.js";
+import { dur, shortName, stepLabel } from "./format.js";
 import { shapes } from "./roofline.js";
 
 const PAGE = 50;
@@ -16,12 +16,19 @@ const COLUMNS = [
   { key: "name", label: "Op" },
   { key: "input_dims", label: "Input shapes", shapes: true },
   { key: "calls", label: "Calls", num: true, int: true },
-  { key: "host_total_us", label: "Host total ms", num: true, title: "outermost calls: a call inside a call of the same op is counted once" },
-  { key: "host_self_us", label: "Host self ms", num: true },
-  { key: "device_total_us", label: "Device total ms", num: true, title: "device time of everything launched under the op" },
-  { key: "device_self_us", label: "Device self ms", num: true, title: "device time the op launched itself" },
-  { key: "mean_us", label: "Host mean", num: true, dur: true },
+  { key: "host_total_us", label: "Host total µs", num: true, title: "outermost calls: a call inside a call of the same op is counted once" },
+  { key: "host_self_us", label: "Host self µs", num: true },
+  { key: "device_total_us", label: "Device total µs", num: true, title: "device time of everything launched under the op" },
+  { key: "device_self_us", label: "Device self µs", num: true, title: "device time the op launched itself" },
+  { key: "mean_us", label: "Host mean µs", num: true },
 ];
+
+/** Microseconds for a table column: 3 significant digits below 100, whole µs above. */
+export function us(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "—";
+  const a = Math.abs(v);
+  return v.toLocaleString("en-US", { maximumFractionDigits: a >= 100 ? 0 : a >= 10 ? 1 : 2 });
+}
 
 /** A select of [value, label] options. */
 export function choice(label, options, onchange) {
@@ -155,7 +162,7 @@ export class OpsView {
     if (c.key === "name") return shortName(v, 60);
     if (c.shapes) return shapes(v, 60) || "—";
     if (c.int) return String(v);
-    return c.dur ? dur(v) : ms(v);
+    return us(v);
   }
 
   sortBy(col, key, desc) {
