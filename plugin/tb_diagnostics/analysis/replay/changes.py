@@ -31,9 +31,17 @@ ASSUMES = {
     "fusion": "each memory-bound chain becomes one kernel that moves its largest op's bytes "
               "at the bandwidth the chain achieved",
     "launch": "each op call that launches device work costs the host 5 µs per launch, no more "
-              "(a C++ launch loop); the rest of the host's time stays",
-    "graphs": "a step's launching op calls are replayed as one CUDA graph: their host time "
-              "goes, the Python around them stays, syncs still wait",
+              "(a C++ launch loop); the rest of the host's time stays; on the device each "
+              "kernel keeps its launch latency and queues behind its stream's earlier work "
+              "as far as the replay finds it there",
+    "graphs": "each step's host work that launches device work (forward, backward, optimizer) "
+              "is captured as CUDA graphs, split where a sync, an .item() read, a DataLoader "
+              "wait or a copy from pageable memory ends a capture (those stay, as do graphs "
+              "already replayed); a region's host time (Python, dispatch, launches) goes but "
+              f"one cudaGraphLaunch of {GRAPH_LAUNCH_US:g} µs (median of the shared "
+              "hta_a100_compiled_train trace's 70); its kernels follow each other "
+              f"{GRAPH_GAP_US:g} µs apart (median gap inside the shared hta_2022_v100 trace's "
+              "graphs), or at the device's own back-to-back gap where smaller",
     "amp": "fp32 GEMM and convolution kernels run in bf16 (fp16 without bf16): their time "
            "scales by the precisions' peak ratio, no lower than half their bytes at the "
            "memory bandwidth",

@@ -178,10 +178,12 @@ def device_latencies(launch_t: np.ndarray, prev_end: np.ndarray, start: np.ndarr
 
 
 def _edge_delay(start: np.ndarray, edge: np.ndarray, base: np.ndarray,
-                nominal: float) -> np.ndarray:
+                nominal: float, floor: float = 0.0) -> np.ndarray:
     """The delay after an edge: the recorded one where it bound the start, else the
-    device's nominal figure (no more than recorded: the unchanged replay stays exact)."""
-    recorded = np.where(np.isfinite(edge), np.maximum(start - edge, 0.0), 0.0)
+    device's nominal figure (no more than recorded: the unchanged replay stays exact).
+    ``floor`` bounds a recorded delay below (-inf: a kernel recorded starting before its
+    stream's previous one ended, by a µs or two of timestamp rounding, keeps that)."""
+    recorded = np.where(np.isfinite(edge), np.maximum(start - edge, floor), 0.0)
     return np.where(edge >= base, recorded, np.minimum(recorded, nominal))
 
 
@@ -275,7 +277,7 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     in_graph = (call >= 0) & np.isin(m.name[np.maximum(call, 0)], graph_ids)
     latency, gap = device_latencies(launch_t, prev_end, a_start, in_graph)
     a_lat = _edge_delay(a_start, launch_t, base, latency)
-    a_gap = _edge_delay(a_start, prev_end, base, gap)
+    a_gap = _edge_delay(a_start, prev_end, base, gap, floor=-np.inf)
     a_cross_lat = _edge_delay(a_start, cross_end, base, gap)
 
     a_dev, a_dev_end = _device_edges(a_start, a_end, a_lane, m.device[acts])
