@@ -222,12 +222,17 @@ def _group(analysis: SpanAnalysis, by: str, window: int | None,
         sel &= c.window == window
     idx = np.flatnonzero(sel)
     rows = c.rows[idx]
-    name = m.name[rows].astype(np.int64)
-    dims = m.input_dims[rows].astype(np.int64) if by == "shapes" else np.full(idx.size, -1)
-    key = name * (len(m.strings) + 1) + (dims + 1)
-    uniq, gid = np.unique(key, return_inverse=True)
-    gid = gid.reshape(-1)
-    n = uniq.shape[0]
+    if by == "name":
+        # Name ids are small: a lookup table, not a sort (linear time).
+        name_ids, gid = m.name_groups(rows)
+        dims_ids = np.full(name_ids.shape[0], -1, dtype=np.int64)
+    else:
+        width = len(m.strings) + 1
+        key = m.name[rows].astype(np.int64) * width + (m.input_dims[rows].astype(np.int64) + 1)
+        uniq, gid = np.unique(key, return_inverse=True)
+        gid = gid.reshape(-1)
+        name_ids, dims_ids = uniq // width, uniq % width - 1
+    n = name_ids.shape[0]
     nested = (c.nested_shapes if by == "shapes" else c.nested_name)[idx]
     outer = ~nested
 
@@ -235,21 +240,37 @@ def _group(analysis: SpanAnalysis, by: str, window: int | None,
         v = values[idx] if mask is None else np.where(mask, values[idx], 0.0)
         return np.bincount(gid, weights=v, minlength=n)
 
-    # The first calls of each group: a stable sort by group keeps time (row) order.
-    order = np.argsort(gid, kind="stable")
-    starts = np.searchsorted(gid[order], np.arange(n + 1))
-    rank = np.arange(order.shape[0]) - starts[gid[order]]
-    take = order[rank < ROWS_PER_GROUP]
-    first_starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.minimum(np.diff(starts), ROWS_PER_GROUP), out=first_starts[1:])
+    first, first_starts = _first_calls(gid, n)
     stack = _stack_modes(c.stack_key[idx], gid, n, rows)
-    return OpGroups(by=by, name_ids=uniq // (len(m.strings) + 1),
-                    dims_ids=uniq % (len(m.strings) + 1) - 1,
+    return OpGroups(by=by, name_ids=name_ids.astype(np.int64), dims_ids=dims_ids,
                     calls=np.bincount(gid, minlength=n),
                     host_total_us=total(c.host_us, outer), host_self_us=total(c.host_self_us),
                     device_total_us=total(c.device_total_us, outer),
                     device_self_us=total(c.device_self_us),
-                    first=rows[take].astype(np.int64), first_starts=first_starts, **stack)
+                    first=rows[first].astype(np.int64), first_starts=first_starts, **stack)
+
+
+def _first_calls(gid: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first :data:`ROWS_PER_GROUP` positions of each group (positions are in time
+    order), grouped: ``(positions, starts)``. A pass per kept call picks every group's
+    earliest call not yet picked, so no sort of all the calls is needed."""
+    size = gid.shape[0]
+    taken = np.zeros(size, dtype=bool)
+    picks = []
+    for _ in range(ROWS_PER_GROUP):
+        cand = np.flatnonzero(~taken)
+        if not cand.size:
+            break
+        best = np.full(n, size, dtype=np.int64)
+        np.minimum.at(best, gid[cand], cand)
+        best = best[best < size]
+        taken[best] = True
+        picks.append(best)
+    pos = np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)
+    pos = pos[np.lexsort((pos, gid[pos]))]
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(gid[pos], minlength=n), out=starts[1:])
+    return pos, starts
 
 
 def _stack_modes(key: np.ndarray, gid: np.ndarray, n: int,
@@ -261,9 +282,11 @@ def _stack_modes(key: np.ndarray, gid: np.ndarray, n: int,
     has = np.flatnonzero(key >= 0)
     if not has.size:
         return out
-    pairs = np.stack([gid[has].astype(np.int64), key[has]])
-    uniq, first, counts = np.unique(pairs, axis=1, return_index=True, return_counts=True)
-    g, k = uniq
+    keys, code = np.unique(key[has], return_inverse=True)
+    width = keys.shape[0]
+    pair = gid[has].astype(np.int64) * width + code.reshape(-1)
+    uniq, first, counts = np.unique(pair, return_index=True, return_counts=True)
+    g, k = uniq // width, keys[uniq % width]
     out["stacks"] = np.bincount(g, minlength=n)
     # Most common first within each group (ties: the earlier call's stack).
     order = np.lexsort((first, -counts, g))
