@@ -13,6 +13,7 @@
 
 import { getJSON } from "./api.js";
 import { card } from "./dom.js";
+import { KernelsView } from "./kernels.js";
 import { MemoryView } from "./memory.js";
 import { ModulesView } from "./modules.js";
 import { OpsView } from "./ops.js";
@@ -20,6 +21,7 @@ import { OpsView } from "./ops.js";
 /** [card id, title, class]: a view module adds its line here (and nothing in main.js). */
 const VIEWS = [
   ["ops", "Operators", OpsView],
+  ["kernels", "Kernels", KernelsView],
   ["memory", "Memory", MemoryView],
   ["modules", "Modules", ModulesView],
 ];
