@@ -1,6 +1,6 @@
 """The Kernels view's document (``/view?name=kernels``, ``tb-diagnostics kernels``).
 
-``{group, step, device: {name, compute_capability, sms, limits_from_trace} | null,
+``{group, step, sort, device: {name, compute_capability, sms, limits_from_trace} | null,
 theoretical_note, totals: {calls, total_us, tensor_core_us}, groups, total_rows, offset,
 rows}``; each row: ``name``, ``op`` (group=op: the launching op's name, null where the trace
 has none), ``calls``, ``total_us``, ``mean_us``, ``min_us``, ``max_us``, ``share_pct`` (of
@@ -157,7 +157,7 @@ def kernels_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, An
     notes = sorted({c.why_not for c in kc.configs if c.why_not})
     return {
         "group": by, "step": None if window is None else analysis.windows[window].step,
-        "device": _device(kc.limits, analysis),
+        "sort": params.sort or "-total_us", "device": _device(kc.limits, analysis),
         "theoretical_note": notes[0] if notes else None,
         "totals": {"calls": int(g.calls.sum()), "total_us": _r(g.selection_us),
                    "tensor_core_us": _r(tc_us)},
