@@ -82,7 +82,7 @@ class Finding:
     #: What this finding is about, in a few words (the op, the sync call, the kernel):
     #: it tells apart findings of one rule in one span, so renderers show it with the title.
     subject: str | None = None
-    #: The steps' savings added up, beside ``savings_us`` (their median) where the finding
+    #: The steps' savings added up, beside ``savings_us`` (that total per step) where the finding
     #: replays a change of its own that is part of a what-if card (``views.whatif``).
     savings_total_us: float | None = None
 

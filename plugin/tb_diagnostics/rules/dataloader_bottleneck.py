@@ -91,7 +91,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         title=RULE.title, message=message, steps=named, evidence=ev,
         # What the step would take without the wait, replayed: the device may still be
         # busy with the previous step's work, so it is less than the idle time. The
-        # `input` what-if card's number: its median over the warm steps.
+        # `input` what-if card's number: the warm steps' saving, per step.
         savings_us=replayed_saving(analysis, "input"),
         confirm=("time a loop that only iterates the DataLoader (no model): if one batch "
                  "takes about this long, loading is the bottleneck; the input share should "
