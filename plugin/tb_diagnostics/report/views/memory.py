@@ -37,8 +37,8 @@ OPS_PER_STEP = 5
 
 EMPTY_REASON = (
     "This trace has no [memory] events: the profiler records them only when asked. "
-    "Record with torch.profiler.profile(..., profile_memory=True) (record_shapes=True "
-    "and with_stack=True name the allocations' ops and Python lines too).")
+    "Record with torch.profiler.profile(..., profile_memory=True); with with_stack=True "
+    "the Python lines that made them are named too.")
 
 NO_ADDRESSES = (
     "These [memory] events carry no Addr (older profilers did not write it): "

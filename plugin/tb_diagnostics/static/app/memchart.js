@@ -57,6 +57,10 @@ export class MemoryChart {
       grid: { stroke: line, width: 1 }, ticks: { stroke: line, width: 1, size: 4 },
     };
     const stepped = uPlot.paths.stepped({ align: 1 });
+    // The x range holds the steps too: the first event may come after the first step starts.
+    const st = this.data.steps;
+    const x0 = Math.min(t[0] ?? 0, ...st.map((s) => s.start_us / 1000));
+    const x1 = Math.max(t[t.length - 1] ?? 1, ...st.map((s) => s.end_us / 1000));
     const top = Math.max(...curve.reserved_bytes.map((v) => v ?? 0), ...curve.allocated_bytes.map((v) => v ?? 0), 1);
     const opts = {
       width: Math.max(this.container.clientWidth, 260),
@@ -65,7 +69,7 @@ export class MemoryChart {
       legend: { show: false },
       select: { show: false },
       cursor: { y: false, points: { show: false }, drag: { x: false, y: false, setScale: false } },
-      scales: { x: { time: false }, y: { range: () => [0, top * 1.08] } },
+      scales: { x: { time: false, range: () => [x0, x1 > x0 ? x1 : x0 + 1] }, y: { range: () => [0, top * 1.08] } },
       axes: [
         { ...axis, label: "time since the span's start", size: 28, values: (u, v) => msTicks(v) },
         { ...axis, size: 64, values: (u, v) => byteTicks(v) },
@@ -121,7 +125,9 @@ export class MemoryChart {
     ctx.strokeStyle = cssVar("--mem-step");
     ctx.fillStyle = cssVar("--muted");
     ctx.lineWidth = dpr;
+    ctx.setLineDash([3 * dpr, 3 * dpr]);
     ctx.textBaseline = "top";
+    ctx.textAlign = "left";
     const steps = this.data.steps;
     // Labels only where they fit (about 28 CSS px each).
     const room = bbox.width / Math.max(steps.length, 1) > 28 * dpr;
@@ -138,6 +144,7 @@ export class MemoryChart {
     if (d.peak_at_us !== null && d.peak_allocated_bytes !== null) {
       const px = this.x(u, d.peak_at_us);
       const py = u.valToPos(d.peak_allocated_bytes, "y", true);
+      ctx.setLineDash([]);
       ctx.strokeStyle = cssVar("--mem-peak");
       ctx.lineWidth = 2 * dpr;
       ctx.beginPath();
@@ -145,10 +152,11 @@ export class MemoryChart {
       ctx.stroke();
       const label = `peak ${bytes(d.peak_allocated_bytes)}`;
       const w = ctx.measureText(label).width;
-      const lx = px + 8 * dpr + w > bbox.left + bbox.width ? px - 8 * dpr - w : px + 8 * dpr;
+      // Above and right of the ring (left where the chart ends), clear of the line.
+      const lx = px + 7 * dpr + w > bbox.left + bbox.width ? px - 7 * dpr - w : px + 7 * dpr;
       ctx.fillStyle = cssVar("--fg");
-      ctx.textBaseline = "middle";
-      ctx.fillText(label, lx, Math.max(py, bbox.top + 8 * dpr));
+      ctx.textBaseline = "bottom";
+      ctx.fillText(label, lx, Math.max(py - 6 * dpr, bbox.top + 22 * dpr));
     }
     ctx.restore();
   }

@@ -65,6 +65,12 @@ export class MemoryView {
       const doc = await this.ctx.fetch(params);
       if (token !== this.token) return;
       this.doc = doc;
+      // The table is one device's: with several, ask again for the one the card shows.
+      if (!params.device && doc.available && doc.devices.length > 1) {
+        this.device = this.current().device;
+        this.load();
+        return;
+      }
       this.render();
     } catch (e) {
       if (token !== this.token || e?.name === "AbortError") return;
@@ -89,15 +95,16 @@ export class MemoryView {
       this.body.replaceChildren(h("div", { class: "none mem-empty", id: "memory-empty" },
         h("strong", null, "No memory events in this trace."), " The profiler records allocations only when asked: ",
         h("code", null, "torch.profiler.profile(..., profile_memory=True)"),
-        " (with ", h("code", null, "record_shapes=True"), " and ", h("code", null, "with_stack=True"),
-        " the allocations' ops and Python lines are named too)."));
+        "; with ", h("code", null, "with_stack=True"), " the Python lines that made them are named too."));
       return;
     }
     const dev = this.current();
     this.device = dev?.device ?? null;
     this.renderTools(doc, dev);
-    const marked = doc.findings.filter((f) => f.device === dev.device).flatMap((f) => f.steps);
-    this.body.replaceChildren(this.summaryLine(dev), this.findingNotes(doc, dev), this.legend(marked.length > 0),
+    // Shaded: the steps of a finding that says something is wrong (not the "no growth" info).
+    const marked = doc.findings.filter((f) => f.device === dev.device && f.severity !== "info").flatMap((f) => f.steps);
+    const reserved = dev.peak_reserved_bytes !== null;
+    this.body.replaceChildren(this.summaryLine(dev), this.findingNotes(doc, dev), this.legend(marked.length > 0, reserved),
       this.wrap, this.aliveTable(doc, dev), this.stepTable(dev));
     this.chart.setData(dev, doc.steps, marked, this.step);
   }
@@ -119,7 +126,7 @@ export class MemoryView {
     const before = d.alive_at_peak?.before_trace_bytes;
     return h("div", { class: "mem-summary", id: "memory-summary" },
       h("strong", null, d.device), ` · peak allocated ${b(d.peak_allocated_bytes)}${at}`,
-      ` · peak reserved ${b(d.peak_reserved_bytes)}${share}`,
+      d.peak_reserved_bytes === null ? "" : ` · peak reserved ${bytes(d.peak_reserved_bytes)}${share}`,
       ` · ${d.events.toLocaleString()} events${d.curve.points < d.curve.of_events ? ` (${d.curve.points.toLocaleString()} drawn)` : ""}`,
       d.relative ? " · relative to the start of profiling (no allocator totals in this trace)" : "",
       before ? h("span", { class: "muted", title: "alive at the peak but allocated before the first event: weights, optimizer state, caches" }, ` · ${bytes(before)} allocated before the trace`) : "");
@@ -133,17 +140,17 @@ export class MemoryView {
         f.steps.some((s) => s !== null) ? h("span", { class: "muted" }, " (shaded on the chart)") : null)));
   }
 
-  legend(shaded) {
+  legend(shaded, reserved) {
     const key = (cls, label) => h("span", null, h("i", { class: `mem-key ${cls}` }), label);
-    return h("div", { class: "legend mem-legend" }, key("alloc", "allocated"), key("reserved", "reserved"),
+    return h("div", { class: "legend mem-legend" }, key("alloc", "allocated"), reserved ? key("reserved", "reserved") : null,
       key("peak", "peak"), key("step", "step boundary"), shaded ? key("finding", "a memory finding's steps") : null);
   }
 
   aliveTable(doc, d) {
     const alive = d.alive_at_peak;
+    if (alive && !alive.matched) return h("div", { class: "mem-alive" }, h("div", { class: "rf-note", id: "memory-unmatched" }, alive.note));
     const caption = !alive ? "No allocation events on this device"
-      : alive.matched ? `Alive at the peak: ${bytes(alive.bytes)} in ${alive.count.toLocaleString()} allocations, by the op that made them`
-        : alive.note;
+      : `Alive at the peak: ${bytes(alive.bytes)} in ${alive.count.toLocaleString()} allocations, by the op that made them`;
     const head = h("tr", null, COLUMNS.map((c) => {
       const on = this.sort.replace(/^-/, "") === c.key;
       return h("th", { class: c.num ? "num" : "", scope: "col", title: c.title || null,
@@ -172,7 +179,7 @@ export class MemoryView {
       title: s.kept_by_op.map((o) => `${o.op}: ${bytes(o.bytes)} (${o.count})`).join("\n") || "nothing made in the step is still allocated at its end",
     }, h("td", null, h("strong", null, stepLabel(s.step))), h("td", { class: "num" }, b(s.start_allocated_bytes)),
     h("td", { class: "num" }, b(s.end_allocated_bytes)), h("td", { class: "num" }, b(s.peak_allocated_bytes)),
-    h("td", { class: "num" }, s.kept_count ? `${bytes(s.kept_bytes)} (${s.kept_count})` : "—"),
+    h("td", { class: "num" }, s.kept_count === null ? "—" : s.kept_count ? `${bytes(s.kept_bytes)} (${s.kept_count})` : "nothing"),
     h("td", { class: "mem-op" }, s.kept_by_op.length ? shortName(s.kept_by_op[0].op, 50) : ""))));
     tbody.addEventListener("keydown", (e) => this.tableKey(e, tbody, (i) => this.ctx.openStep(steps[i].step)));
     const cols = ["Step", "Start", "End", "Peak", "Kept at its end", "Mostly by"];
