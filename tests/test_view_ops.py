@@ -204,3 +204,41 @@ def test_ops_and_modules_frames_of_the_api(trace, tmp_path):
     assert mods["path"].tolist() == ["Net_0"] and mods["calls"].tolist() == [1]
     under = report.ops_frame(module=int(mods["id"][0]))
     assert set(under["name"]) == {"aten::linear", "aten::addmm", "aten::to", "aten::mul"}
+
+
+def test_2021_call_stack_strings_are_the_stack_and_an_inner_op_inherits_it(trace, tmp_path):
+    t = trace
+    t.step(1, 0, 1000)
+    for k, ts in enumerate((10, 300, 600)):
+        where = "train.py(7): <module>" if k < 2 else "eval.py(3): <module>"
+        t.op("aten::conv2d", ts, 100, **{"Call stack": f"torch/nn/conv.py(1): forward;{where}"})
+        t.op("aten::convolution", ts + 10, 50)  # no string of its own: its caller's
+    doc = ops(analyse(t, tmp_path))
+    rows = {r["name"]: r for r in doc["rows"]}
+    for name in ("aten::conv2d", "aten::convolution"):
+        r = rows[name]
+        assert (r["stack_calls"], r["stacks"], r["calls"]) == (2, 2, 3), name
+        assert r["stack"] == ["torch/nn/conv.py(1): forward", "train.py(7): <module>"], name
+
+
+def test_the_ops_and_modules_commands(trace, tmp_path, capsys):
+    from tb_diagnostics.cli import main
+
+    t = built(trace)
+    t.x("python_function", "nn.Module: Net_0", 5, 400, **{"Python id": 1})
+    t.write(tmp_path / "log" / "run" / "worker0.1.pt.trace.json")
+    log = str(tmp_path / "log")
+    assert main(["ops", log, "--group", "shapes", "--step", "2", "--format", "json",
+                 "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    span = doc["runs"][0]["workers"][0]["spans"][0]
+    assert span["ops"]["group"] == "shapes" and span["ops"]["step"] == 2
+    assert sum(r["calls"] for r in span["ops"]["rows"]) == 6
+    assert main(["ops", log, "--sort", "name", "--format", "csv", "--no-cache"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("run,worker,span,name,input_dims,calls,host_total_us")
+    assert [ln.split(",")[3] for ln in lines[1:]] == \
+        ["aten::addmm", "aten::linear", "aten::mul", "aten::to"]
+    assert main(["modules", log, "--no-cache"]) == 0
+    assert "Net_0" in capsys.readouterr().out
+    assert main(["ops", log, "--group", "kernel", "--no-cache"]) == 2

@@ -107,11 +107,18 @@ def _device_times(analysis: SpanAnalysis, ops: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _stack_keys(analysis: SpanAnalysis, ops: np.ndarray) -> tuple[np.ndarray, bool]:
-    """A call-stack key per op call: the 2021 ``Call stack`` string id, else a hash of
-    the ``python_function`` frames' names above the call (innermost to outermost), else
-    -1. Frame hashes are built a nesting level at a time over the frames."""
+    """A call-stack key per op call: the 2021 ``Call stack`` string id (its own, else the
+    nearest enclosing op's), else a hash of the ``python_function`` frames' names above
+    the call (innermost to outermost), else -1. Frame hashes are built a nesting level at
+    a time over the frames."""
     m = analysis.model
-    key = m.call_stack[ops].astype(np.int64)
+    recorded = m.call_stack >= 0
+    key = np.full(ops.shape[0], -1, dtype=np.int64)
+    if recorded.any():
+        # An op without its own string has its caller's (as pystack.python_stack reads it).
+        own = nearest_marked(m.parent, recorded)[ops]
+        key = np.where(own >= 0, m.call_stack[np.maximum(own, 0)].astype(np.int64), -1)
+    del recorded
     python = m.kind == Kind.PYTHON
     if python.any():
         frame = nearest_marked(m.parent, python)
