@@ -5,6 +5,7 @@ in the test artifacts directory."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -18,6 +19,37 @@ from .conftest import FRAME, RESNET, SHARED_TRACES, TensorBoard
 READY = 60_000
 V100 = "hta_v100_profile_memory_rank1_of2"
 NO_MEMORY = "hta_2022_legacy_categories_tiny"
+GROWS = "moe-forward-grows"
+
+
+def _growing_run(dest) -> None:
+    """Two steps; the first grows from 2.3 GB to 23.1 GB (experts' buffers made by
+    aten::index_select and kept): memory-growth's growth inside a window."""
+    ev = []
+    x = lambda cat, name, ts, dur: ev.append(  # noqa: E731
+        {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur})
+
+    def mem(ts, nbytes, total, addr):
+        ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                   "pid": 1, "tid": 1, "ts": ts,
+                   "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": nbytes,
+                            "Total Allocated": total, "Total Reserved": 30e9}})
+    total = 2.3e9
+    for step, t0 in ((1, 0), (2, 10_000)):
+        x("user_annotation", f"ProfilerStep#{step}", t0, 9_999)
+        for i in range(8):
+            x("cpu_op", "aten::index_select", t0 + 100 + 1000 * i, 50)
+            grow = 2.6e9 if step == 1 else 1e6
+            total += grow
+            mem(t0 + 110 + 1000 * i, grow, total, (step << 40) + (i << 32))
+            if step == 2:
+                total -= grow
+                mem(t0 + 130 + 1000 * i, -grow, total, (step << 40) + (i << 32))
+    (dest / GROWS).mkdir()
+    (dest / GROWS / "worker0.1.pt.trace.json").write_text(json.dumps(
+        {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3",
+                                                   "totalGlobalMem": 85018279936}],
+         "traceEvents": ev}))
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +60,7 @@ def mem_tb(tmp_path_factory, artifacts):
     for run in (V100, RESNET, NO_MEMORY):
         if (SHARED_TRACES / run).is_dir():
             shutil.copytree(SHARED_TRACES / run, logdir / run)  # copied: scans skip symlinks
+    _growing_run(logdir)
     tb = TensorBoard(logdir, tmp_path_factory.mktemp("memory-cache"),
                      artifacts / "tensorboard-memory.log")
     yield tb
@@ -144,3 +177,20 @@ def test_a_trace_without_memory_events_says_how_to_record_them(page, mem_tb, art
     page.evaluate("document.body.classList.add('dark-mode')")
     expect(frame.locator("html")).to_have_class("dark")
     shot(page, frame, artifacts / "memory-empty-dark.png")
+
+
+def test_a_memory_finding_is_shown_and_its_step_shaded(page, mem_tb, artifacts):
+    doc = view(mem_tb, GROWS)
+    (f,) = [f for f in doc["findings"] if f["rule"] == "memory-growth"]
+    assert f["steps"] == [1] and f["severity"] == "warning"
+    frame = open_run(page, mem_tb, GROWS)
+    card = frame.locator("#memory")
+    expect(card.locator(".card-body")).to_have_attribute("data-state", "ok", timeout=READY)
+    expect(card.locator("#memory-findings")).to_contain_text("memory-growth")
+    expect(card.locator("#memory-findings")).to_contain_text("grows 20.80 GB inside step 1")
+    expect(card.locator(".mem-legend")).to_contain_text("a memory finding's steps")
+    expect(card.locator("#memory-steps tbody tr").first).to_contain_text("20.8 GB (8)")
+    shot(page, frame, artifacts / "memory-growth-light.png")
+    page.evaluate("document.body.classList.add('dark-mode')")
+    expect(frame.locator("html")).to_have_class("dark")
+    shot(page, frame, artifacts / "memory-growth-dark.png")

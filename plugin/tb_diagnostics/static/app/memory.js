@@ -136,7 +136,7 @@ export class MemoryView {
     const fs = doc.findings.filter((f) => f.device === d.device && f.severity !== "info");
     return h("div", { class: "mem-findings", id: "memory-findings", hidden: !fs.length },
       fs.map((f) => h("div", { class: `rf-note mem-finding ${f.severity}`, title: f.message },
-        h("span", { class: "mem-rule" }, f.rule), " ", shortName(f.message, 220),
+        h("span", { class: "mem-rule" }, f.rule), " ", f.message.length > 280 ? `${f.message.slice(0, 279)}…` : f.message,
         f.steps.some((s) => s !== null) ? h("span", { class: "muted" }, " (shaded on the chart)") : null)));
   }
 
