@@ -54,6 +54,18 @@ def is_tensor_core_kernel(name: str) -> bool:
     return bool(TENSOR_CORE_KERNEL.search(name)) and not CUDA_CORE_KERNEL.search(name)
 
 
+def names_matching(names: list[str], pattern: re.Pattern[str]) -> np.ndarray:
+    """Which of ``names`` the pattern finds something in: one scan of them joined by
+    newlines (which no pattern here matches) instead of a search per name."""
+    if not names:
+        return np.zeros(0, dtype=bool)
+    ends = np.cumsum([len(n) + 1 for n in names])
+    hits = [m.start() for m in pattern.finditer("\n".join(names))]
+    out = np.zeros(len(names), dtype=bool)
+    out[np.searchsorted(ends, np.asarray(hits, dtype=np.int64), side="right")] = True
+    return out
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """One distinct launch configuration (as the trace records it) on one device."""
@@ -85,6 +97,37 @@ class KernelCalls:
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
+
+
+#: Up to this many possible values a presence table finds the distinct ones in linear time.
+_DENSE_LIMIT = 1 << 24
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for int64 values ≥ -1 (ids, codes): a
+    presence table when their range is small, a sort otherwise."""
+    if not values.size:
+        return values[:0], np.zeros(0, dtype=np.int64)
+    hi = int(values.max())
+    if int(values.min()) < -1 or hi >= _DENSE_LIMIT:
+        u, inv = np.unique(values, return_inverse=True)
+        return u, inv.reshape(-1)
+    shifted = values + 1
+    present = np.zeros(hi + 2, dtype=bool)
+    present[shifted] = True
+    code = np.cumsum(present) - 1
+    return np.flatnonzero(present) - 1, code[shifted]
+
+
+def pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (a, b) pairs (as two arrays, ordered by a then b) and each element's
+    pair index, for int64 id columns: no ``np.unique(axis=1)``, which sorts rows as bytes
+    (seconds on 10⁵ kernels)."""
+    ua, ia = _distinct(a)
+    ub, ib = _distinct(b)
+    width = max(int(ub.shape[0]), 1)
+    keys, inverse = _distinct(ia * width + ib)
+    return ua[keys // width], ub[keys % width], inverse
 
 
 def _ints(v: Any, n: int | None = None) -> list[int] | None:
@@ -154,13 +197,15 @@ def _precisions(analysis: SpanAnalysis, is_k: np.ndarray, names: np.ndarray,
          else np.full(names.shape, -1))
     out = group_code[np.where(g >= 0, g, len(by_group))]
     ids, inverse = np.unique(names, return_inverse=True)
-    for_name = np.asarray([code(next((p for p, pat in KERNEL_PRECISION
-                                      if pat.search(m.strings[int(i)])), None))
-                           for i in ids.tolist()] or [-1], dtype=np.int16)
+    texts = [m.strings[int(i)] for i in ids.tolist()]
+    # The first precision of the list whose pattern the name matches.
+    for_name = np.full(len(texts) + 1, -1, dtype=np.int16)
+    for p, pat in reversed(KERNEL_PRECISION):
+        for_name[:-1][names_matching(texts, pat)] = code(p)
     by_name = for_name[inverse] if ids.size else np.zeros(0, dtype=np.int16)
     # A group's fp32 runs as TF32 in a TF32 kernel, whatever the group says overall.
-    tf32 = np.asarray([bool(TF32_KERNEL.search(m.strings[int(i)])) for i in ids.tolist()]
-                      or [False])[inverse] if ids.size else np.zeros(0, dtype=bool)
+    tf32 = (names_matching(texts, TF32_KERNEL)[inverse] if ids.size
+            else np.zeros(0, dtype=bool))
     out = np.where(out >= 0, out, by_name)
     if tf32.any():
         out = np.where(tf32 & (out == code_of.get("fp32", -2)), code("tf32"), out)
@@ -185,19 +230,16 @@ def kernel_calls(analysis: SpanAnalysis) -> KernelCalls:
         props_of.setdefault(d, used or {})
     limits_of = {d: sm_limits(props_of[d]) for d in devices}
     # One code per distinct (grid/block, resources, device).
-    key = np.stack([m.launch_shape[rows].astype(np.int64), m.launch_resources[rows]
-                    .astype(np.int64), device])
-    if rows.size:
-        uniq, inverse = np.unique(key, axis=1, return_inverse=True)
-    else:
-        uniq, inverse = np.zeros((3, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    configs = [_config(m.string(s), m.string(r), d, limits_of, props_of)
-               for s, r, d in uniq.T.tolist()]
+    res_dev, dev, res_code = pairs(m.launch_resources[rows].astype(np.int64), device)
+    shape, pair, inverse = pairs(m.launch_shape[rows].astype(np.int64), res_code)
+    configs = [_config(m.string(s), m.string(int(res_dev[p])), int(dev[p]), limits_of,
+                       props_of) for s, p in zip(shape.tolist(), pair.tolist(), strict=True)]
     names = m.name[rows]
     precision, precisions = _precisions(analysis, is_k, names) if rows.size else (
         np.zeros(0, dtype=np.int8), [])
     ids, name_inv = np.unique(names, return_inverse=True)
-    tc = np.asarray([is_tensor_core_kernel(m.strings[int(i)]) for i in ids.tolist()] or [False])
+    texts = [m.strings[int(i)] for i in ids.tolist()]
+    tc = names_matching(texts, TENSOR_CORE_KERNEL) & ~names_matching(texts, CUDA_CORE_KERNEL)
     tensor_core = tc[name_inv] if rows.size else np.zeros(0, dtype=bool)
     if "tf32" in precisions:  # a TF32 product is a Tensor Core one whatever its name says
         tensor_core = tensor_core | (precision == precisions.index("tf32"))
@@ -238,18 +280,16 @@ def _commonest(group: np.ndarray, value: np.ndarray, weight: np.ndarray | None,
     if not group.size:
         z = np.zeros(n, dtype=np.int64)
         return z - 1, z, z
-    pairs, inv = np.unique(np.stack([group.astype(np.int64), value.astype(np.int64)]),
-                           axis=1, return_inverse=True)
-    inv = inv.reshape(-1)
-    w = np.bincount(inv, weights=weight, minlength=pairs.shape[1])
-    order = np.lexsort((pairs[1], -w, pairs[0]))
+    pg, pv, inv = pairs(group.astype(np.int64), value.astype(np.int64))
+    w = np.bincount(inv, weights=weight, minlength=pg.shape[0])
+    order = np.lexsort((pv, -w, pg))
     first = np.ones(order.shape[0], dtype=bool)
-    first[1:] = pairs[0][order][1:] != pairs[0][order][:-1]
+    first[1:] = pg[order][1:] != pg[order][:-1]
     best = np.full(n, -1, dtype=np.int64)
     best_w = np.zeros(n)
-    best[pairs[0][order][first]] = pairs[1][order][first]
-    best_w[pairs[0][order][first]] = w[order][first]
-    return best, best_w, np.bincount(pairs[0], minlength=n)
+    best[pg[order][first]] = pv[order][first]
+    best_w[pg[order][first]] = w[order][first]
+    return best, best_w, np.bincount(pg, minlength=n)
 
 
 def kernel_groups(analysis: SpanAnalysis, by: str, window: int | None) -> KernelGroups:
@@ -274,12 +314,8 @@ def _groups(analysis: SpanAnalysis, by: str, window: int | None) -> KernelGroups
     if by == "op":
         op = kc.op[sel]
         op_names = np.where(op >= 0, m.name[np.maximum(op, 0)], -1).astype(np.int64)
-    if rows.size:
-        pairs, inverse = np.unique(np.stack([names, op_names]), axis=1, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    else:
-        pairs, inverse = np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    n = pairs.shape[1]
+    group_names, group_ops, inverse = pairs(names, op_names)
+    n = group_names.shape[0]
     dur = m.dur[rows]
     order = np.lexsort((rows, inverse))  # by group, then in time order
     starts = np.searchsorted(inverse[order], np.arange(n + 1))
@@ -291,7 +327,7 @@ def _groups(analysis: SpanAnalysis, by: str, window: int | None) -> KernelGroups
     known = prec_rows >= 0
     precision, _, _ = _commonest(inverse[known], prec_rows[known], dur[known], n)
     return KernelGroups(
-        name_ids=pairs[0], op_name_ids=pairs[1],
+        name_ids=group_names, op_name_ids=group_ops,
         calls=np.bincount(inverse, minlength=n), total_us=np.bincount(inverse, dur, n),
         min_us=lo, max_us=hi, selection_us=float(dur.sum()), members=sel[order],
         starts=starts, config=config, configs=n_configs,
