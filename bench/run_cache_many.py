@@ -7,7 +7,8 @@ Writes ``--files`` small valid traces (two ``ProfilerStep#`` windows, a few ops 
 kernel launches: about 3 KB each) into a temporary log dir, then times, each as a whole
 ``tb-diagnostics report --format json`` process: ``--no-cache``, then with a fresh
 empty cache (cold: every file parsed, analysed and written to the cache), and with
-``--warm`` once more on that cache. Prints the wall times, the peak RSS of the
+``--warm`` once more on that cache. Prints the wall times, the CPU seconds (user and
+system, the workers' included: less shaken than the wall by other load), the peak RSS of the
 processes and the ratio cold/no-cache (the issue's target: at most 1.2× at 20,000
 files). The no-cache run goes first, so both read the traces from the page cache;
 ``--repeat R`` alternates the pair R times (a fresh cache each time) and keeps each
@@ -67,8 +68,18 @@ def write_logdir(root: Path, n_files: int, n_runs: int) -> None:
             json.dumps(small_trace(i)))
 
 
-def timed_report(logdir: Path, env: dict[str, str], extra: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, exit code, peak RSS in MiB of the largest process it waited for)."""
+Timed = tuple[float, int, int, float]
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed_report(logdir: Path, env: dict[str, str], extra: list[str]) -> Timed:
+    """(wall seconds, exit code, peak RSS in MiB of the largest process it waited for, CPU
+    seconds of the report and of the workers it waited for)."""
+    cpu0 = _children_cpu()
     cmd = [sys.executable, "-m", "tb_diagnostics.cli", "report", str(logdir),
            "--format", "json", *extra]
     t0 = time.perf_counter()
@@ -80,7 +91,7 @@ def timed_report(logdir: Path, env: dict[str, str], extra: list[str]) -> tuple[f
         sys.stderr.write(err.decode(errors="replace")[-2000:])
     # RUSAGE_CHILDREN's maxrss: the largest of the processes waited for so far (KiB).
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-    return wall, proc.returncode, peak
+    return wall, proc.returncode, peak, _children_cpu() - cpu0
 
 
 def main() -> int:
@@ -98,9 +109,9 @@ def main() -> int:
         write_logdir(logdir, args.files, min(args.runs, args.files))
         print(f"{args.files} traces written in {time.perf_counter() - t0:.1f} s")
         extra = ["--workers", str(args.workers)] if args.workers else []
-        best: dict[str, tuple[float, int, int]] = {}
+        best: dict[str, Timed] = {}
 
-        def keep(name: str, result: tuple[float, int, int]) -> None:
+        def keep(name: str, result: Timed) -> None:
             if name in best and best[name][1]:
                 return  # a failure stays shown
             if name not in best or result[0] < best[name][0] or result[1]:
@@ -116,7 +127,8 @@ def main() -> int:
             keep("--no-cache", plain)
             keep("cache, cold", cold)
             print(f"repeat {r + 1}: --no-cache {plain[0]:.1f} s, cold {cold[0]:.1f} s "
-                  f"({cold[0] / plain[0]:.2f}x)", flush=True)
+                  f"({cold[0] / plain[0]:.2f}x); CPU {plain[3]:.1f} s, {cold[3]:.1f} s "
+                  f"({cold[3] / plain[3]:.2f}x)", flush=True)
             if args.warm:
                 keep("cache, warm", timed_report(logdir, env, extra))
             # The store's files are <key>.model and <key>.<variant>.results, side by side.
@@ -124,11 +136,12 @@ def main() -> int:
             n_entries = len({n.split(".")[0] for n in names if n.endswith((".model", ".results"))})
             n_models = sum(n.endswith(".model") for n in names)
         rows = [(name, *result) for name, result in best.items()]
-        print(f"{'report':<14}{'wall s':>9}{'rc':>4}{'peak RSS MiB (so far)':>24}")
-        for name, wall, rc, peak in rows:
-            print(f"{name:<14}{wall:>9.1f}{rc:>4}{peak:>24}")
+        print(f"{'report':<14}{'wall s':>9}{'CPU s':>9}{'rc':>4}{'peak RSS MiB (so far)':>24}")
+        for name, wall, rc, peak, cpu in rows:
+            print(f"{name:<14}{wall:>9.1f}{cpu:>9.1f}{rc:>4}{peak:>24}")
         ratio = rows[1][1] / rows[0][1]
-        print(f"cold with cache / --no-cache: {ratio:.2f}x (target at most 1.2x)")
+        print(f"cold with cache / --no-cache: {ratio:.2f}x (target at most 1.2x); "
+              f"CPU {rows[1][5] / rows[0][5]:.2f}x")
         # More entries than files: the package's code changed between the runs (the key).
         print(f"cache entries after the last run: {n_entries} ({n_models} with a model: "
               "small traces keep only their results)")
