@@ -5,10 +5,13 @@ shortens the host saves no more than the device's idle time; collectives keep th
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from rules.conftest import TraceBuilder
 
+from tb_diagnostics.analysis.intervals import Intervals
 from tb_diagnostics.analysis.replay.capture import GRAPH_GAP_US, GRAPH_LAUNCH_US, capture_regions
 from tb_diagnostics.analysis.replay.changes import graphs_change, input_change, launch_change
 from tb_diagnostics.analysis.replay.engine import Change, replay
@@ -202,11 +205,9 @@ def test_a_launch_bound_kernels_latency_does_not_follow_it_into_the_queue(tmp_pa
     a = b.analysis()
     g = replay_graph(a)
     m = a.model
-    relu_ops = m.rows_matching(__import__("re").compile(r"^aten::relu$"))
+    relu_ops = m.rows_matching(re.compile(r"^aten::relu$"))
     lane = int(m.lane[relu_ops[0]])
     t0, t1 = float(m.start[relu_ops[0]]), float(m.end[relu_ops[29]])
-    from tb_diagnostics.analysis.intervals import Intervals
-
     # Host time from the first relu's call to the last one's end removed: every launch
     # is made at once.
     change = Change(removed_host={lane: Intervals(np.asarray([t0 + 3]), np.asarray([t1]))})
