@@ -170,9 +170,9 @@ def kernels_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, An
 def _launch(r: dict[str, Any]) -> str:
     def dims(v: list[int] | None) -> str:
         return "?" if v is None else "×".join(map(str, v))
-    occ = "-" if r["occupancy_pct"] is None else f"{r['occupancy_pct']:.0f}"
-    theo = "-" if r["theoretical_occupancy_pct"] is None \
-        else f"{r['theoretical_occupancy_pct']:.0f}"
+    def whole(v: float | None) -> str:  # half up, as the profiler rounds (12.5 → 13)
+        return "-" if v is None else str(int(v + 0.5))
+    occ, theo = whole(r["occupancy_pct"]), whole(r["theoretical_occupancy_pct"])
     return (f"{dims(r['grid']):>12} {dims(r['block']):>10} {r['registers_per_thread'] or '-':>4} "
             f"{r['shared_memory_bytes'] if r['shared_memory_bytes'] is not None else '-':>7} "
             f"{occ:>4}/{theo:<4}")
