@@ -98,6 +98,10 @@ def test_operators_card_lists_sorts_groups_and_opens_an_op(page, views_tb, artif
     shaped = view(views_tb, BERT, "ops", limit=50, sort="-calls", group="shapes")
     expect(card.locator("th", has_text="Input shapes")).to_be_visible()
     expect(card.locator(".ops-note")).to_contain_text(f"{shaped['total_rows']} op groups")
+    # the selected step instead of the span
+    step = view(views_tb, BERT, "ops", limit=1)["rows"][0]["steps"][0]
+    card.locator("select[aria-label='ops of']").select_option("step")
+    expect(card.locator(".ops-note")).to_contain_text(f"in step #{step}")
     # search
     card.locator(".ops-search").fill("addmm")
     expect(rows.first.locator("td").first).to_have_text("aten::addmm")
