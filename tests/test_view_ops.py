@@ -117,8 +117,8 @@ RUNS = ["tracelens_h100_bert_small_inference", "tracelens_h100_qwen1.5_0.5b_infe
 
 
 def raw_counts(path: Path) -> dict[str, list[float]]:
-    """name → [calls, host total (outermost calls of the name), device self], from the
-    trace JSON: ops nested by time on their thread, kernels by correlation."""
+    """name → [calls, host total (outermost calls of the name), device self, device total],
+    from the trace JSON: ops nested by time on their thread, kernels by correlation."""
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     ops = [e for e in events if e.get("ph") == "X"
            and str(e.get("cat")).lower() in ("cpu_op", "operator")
@@ -127,7 +127,7 @@ def raw_counts(path: Path) -> dict[str, list[float]]:
                if e.get("ph") == "X"
                and str(e.get("cat")).lower() in ("cuda_runtime", "cuda_driver", "runtime")
                and "correlation" in (e.get("args") or {})}
-    out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     threads: dict[tuple, list[dict]] = defaultdict(list)
     for e in ops:
         threads[(e["pid"], e["tid"])].append(e)
@@ -136,6 +136,7 @@ def raw_counts(path: Path) -> dict[str, list[float]]:
         threads[(r["pid"], r["tid"])].append(r)
     launches = {id(r) for r in runtime.values()}
     owner: dict[int, str] = {}  # correlation → the innermost op enclosing its launch
+    above: dict[int, set[str]] = {}  # correlation → every op name enclosing it
     for evs in threads.values():
         evs.sort(key=lambda e: (e["ts"], -e["dur"]))
         stack: list[dict] = []
@@ -145,6 +146,7 @@ def raw_counts(path: Path) -> dict[str, list[float]]:
             if id(e) in launches:
                 if stack and e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"]:
                     owner[e["args"]["correlation"]] = stack[-1]["name"]
+                    above[e["args"]["correlation"]] = {s["name"] for s in stack}
                 continue
             if not any(s["name"] == e["name"] for s in stack):
                 out[e["name"]][1] += e["dur"]
@@ -153,9 +155,11 @@ def raw_counts(path: Path) -> dict[str, list[float]]:
         if e.get("ph") != "X" or str(e.get("cat")).lower() not in (
                 "kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"):
             continue
-        name = owner.get((e.get("args") or {}).get("correlation"))
-        if name is not None:
-            out[name][2] += e["dur"]
+        corr = (e.get("args") or {}).get("correlation")
+        if corr in owner:
+            out[owner[corr]][2] += e["dur"]
+            for name in above[corr]:  # a name twice on the stack: counted once
+                out[name][3] += e["dur"]
     return out
 
 
@@ -172,13 +176,15 @@ def test_ops_match_a_raw_count_on_shared_traces(run, tmp_path):
     doc = ops(a)
     got = {r["name"]: r for r in doc["rows"]}
     assert doc["total_rows"] == len(expected) and len(got) == min(len(expected), 1000)
-    for name, (calls, total, dev_self) in expected.items():
+    for name, (calls, total, dev_self, dev_total) in expected.items():
         if name not in got:
             continue
         r = got[name]
         assert r["calls"] == calls, name
         assert r["host_total_us"] == pytest.approx(total, abs=0.01 + 1e-6 * total), name
         assert r["device_self_us"] == pytest.approx(dev_self, abs=0.01 + 1e-6 * dev_self), name
+        assert r["device_total_us"] == pytest.approx(dev_total, abs=0.01 + 1e-6 * dev_total), \
+            name
     # Shapes split the same calls: they add up to the name's.
     shapes = defaultdict(int)
     for r in ops(a, group="shapes")["rows"]:
