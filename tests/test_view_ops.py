@@ -248,3 +248,28 @@ def test_the_ops_and_modules_commands(trace, tmp_path, capsys):
     assert main(["modules", log, "--no-cache"]) == 0
     assert "Net_0" in capsys.readouterr().out
     assert main(["ops", log, "--group", "kernel", "--no-cache"]) == 2
+
+
+def test_step_figures_match_the_raw_ops_inside_each_step(tmp_path):
+    """Per step: the calls of each op name starting inside the ProfilerStep#N interval."""
+    from tb_diagnostics.analysis import SpanAnalysis
+    from tb_diagnostics.trace import load_trace
+
+    run = SHARED / "kineto_2021jan_resnet50_profiler_api"
+    files = sorted(run.glob("*.pt.trace.json.gz")) if run.is_dir() else []
+    if not files:
+        pytest.skip("../shared/traces is not present")
+    events = json.loads(gzip.decompress(files[0].read_bytes()))["traceEvents"]
+    x = [e for e in events if e.get("ph") == "X"]
+    steps = [e for e in x if STEP_NAME.search(e["name"])]
+    ops_ = [e for e in x if str(e.get("cat")).lower() in ("cpu_op", "operator")
+            and not STEP_NAME.search(e["name"]) and not INPUT_NAME.search(e["name"])]
+    a = SpanAnalysis(load_trace(str(files[0])))
+    for st in steps[:3]:
+        n = int(STEP_NAME.search(st["name"]).group(1))
+        want: dict[str, int] = defaultdict(int)
+        for e in ops_:
+            if st["ts"] <= e["ts"] < st["ts"] + st["dur"]:
+                want[e["name"]] += 1
+        got = {r["name"]: r["calls"] for r in ops(a, step=str(n))["rows"]}
+        assert got == dict(want), n
