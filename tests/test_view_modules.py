@@ -165,3 +165,17 @@ def test_module_time_is_the_frames_duration_on_shared_traces(run):
     device = sum(e["dur"] for e in json.loads(gzip.decompress(files[0].read_bytes()))
                  ["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     assert sum(r["device_us"] for r in roots) <= device + 0.01
+
+
+def test_frames_on_a_lane_of_their_own_enclose_their_process_calls(trace, tmp_path):
+    t = trace
+    t.step(1, 0, 1000)
+    t.x("python_function", "nn.Module: Net_0", 10, 500, tid=999, **{"Python id": 1})
+    t.op("aten::mm", 20, 100)
+    t.launch(30, 5, "gemm", 40, 25)
+    t.op("aten::mm", 600, 50)  # after the frame
+    a = analyse(t, tmp_path)
+    (net,) = modules(a)["rows"]
+    assert (net["calls"], net["host_us"], net["device_us"]) == (1, 500.0, 25.0)
+    ops = all_views()["ops"].document(a, ViewParams(extra={"module": str(net["id"])}))
+    assert [(r["name"], r["calls"]) for r in ops["rows"]] == [("aten::mm", 1)]

@@ -9,7 +9,8 @@ parent module is the nearest module frame enclosing it on its thread (the host n
 Per frame: host time is its duration; device time is that of the activities whose
 launch call (runtime/driver) starts within the frame's interval on the frame's thread,
 so a module's device time includes its sub-modules'. *Self* figures subtract the direct
-sub-modules' frames.
+sub-modules' frames. Frames on a lane of their own (no op on it; the profiler may put
+Python frames there) enclose the calls of every host lane of their process.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ def module_frame_rows(analysis: SpanAnalysis) -> np.ndarray:
     return rows[m.kind[rows] == Kind.PYTHON]
 
 
+def work_lanes(analysis: SpanAnalysis, lane: int) -> np.ndarray:
+    """The lanes whose calls a frame on ``lane`` encloses: its own, or, where Python frames
+    sit on a lane of their own (no op on it), every host lane of the same process."""
+    m = analysis.model
+    ops = analysis.op_rows
+    if (m.lane[ops] == lane).any() or not ops.size:
+        return np.asarray([lane])
+    pid = m.lanes[lane].pid
+    return np.asarray([i for i, ln in enumerate(m.lanes) if ln.pid == pid and not ln.is_device])
+
+
 def _launched_within(analysis: SpanAnalysis, frames: np.ndarray) -> np.ndarray:
     """Device µs of the activities whose launch call starts inside each frame, on the
     frame's thread: prefix sums over launches sorted by time, per lane."""
@@ -70,7 +82,7 @@ def _launched_within(analysis: SpanAnalysis, frames: np.ndarray) -> np.ndarray:
     out = np.zeros(frames.shape[0])
     f_lane = m.lane[frames]
     for ln in np.unique(f_lane).tolist():
-        on = lane == ln
+        on = np.isin(lane, work_lanes(analysis, ln))
         order = np.argsort(t[on], kind="stable")
         ts = t[on][order]
         csum = np.concatenate([[0.0], np.cumsum(dur[on][order])])
@@ -188,16 +200,17 @@ def ops_within(analysis: SpanAnalysis, node: int, ops: np.ndarray) -> np.ndarray
     o_lane = m.lane[ops]
     for ln in np.unique(m.lane[frames]).tolist():
         f = frames[m.lane[frames] == ln]
+        lanes = work_lanes(analysis, ln)
         # Outermost frames only (a node does not nest in itself, but stay safe): the
         # running maximum of ends tells whether a frame is inside an earlier one.
         ends = np.maximum.accumulate(m.end[f])
         keep = np.ones(f.shape[0], dtype=bool)
         keep[1:] = m.start[f][1:] >= ends[:-1]
         f = f[keep]
-        mine = np.flatnonzero(o_lane == ln)
+        mine = np.flatnonzero(np.isin(o_lane, lanes))
         at = np.searchsorted(m.start[f], m.start[ops[mine]], side="right") - 1
         ok = at >= 0
         hit = np.zeros(mine.shape[0], dtype=bool)
         hit[ok] = m.end[ops[mine][ok]] <= m.end[f[at[ok]]] + 1e-3
-        inside[mine] = hit
+        inside[mine] |= hit
     return inside
