@@ -254,7 +254,10 @@ def downsample(dv: DeviceView, a: int, b: int,
     alloc = np.nan_to_num(dv.allocated[a:b], nan=-np.inf)
     res = np.nan_to_num(dv.reserved[a:b], nan=-np.inf)
     picks = [starts, ends]
+    counts = ends - starts + 1
     for values in (alloc, -alloc, res):
-        order = np.lexsort((-values, bucket))  # per bucket, the largest value first
-        picks.append(order[np.searchsorted(bucket[order], bucket[starts])])
+        # Per bucket, the first event at its largest value (linear: no sort).
+        top = np.repeat(np.maximum.reduceat(values, starts), counts)
+        at = np.flatnonzero(values == top)
+        picks.append(at[np.searchsorted(at, starts)])
     return a + np.unique(np.concatenate(picks))
