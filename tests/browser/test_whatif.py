@@ -120,6 +120,15 @@ def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet,
         title = row.locator(".wi-bars").get_attribute("title")
         assert p["assumes"] in title
         assert "5–10" in title
+        # A saving the later steps give back says how much moves (amp here: step 8 waits
+        # longer for its batch by what the steps before it saved).
+        moves = row.locator(".wi-moves")
+        if p["saving_moves"]:
+            expect(moves).to_have_text(
+                f"{ms(p['moves_us'])} ms of the per-step savings move into other steps' waits")
+        else:
+            expect(moves).to_have_count(0)
+    assert any(p["saving_moves"] for p in wi.values())
     # one scale for every bar: the longest wall drawn
     scale = max(max(p["shown_before_us"], p["shown_after_us"]) for p in wi.values())
     longest = max(wi.values(), key=lambda p: p["shown_before_us"])["id"]
@@ -136,6 +145,8 @@ def test_resnet_projections_match_the_route(page, open_tab, tensorboard, resnet,
     expect(frame.locator("html")).to_have_class("dark")
     page.wait_for_timeout(200)
     card.screenshot(path=str(artifacts / "whatif-resnet-dark.png"))
+    moving = next(pid for pid, p in wi.items() if p["saving_moves"])
+    card.locator(f"#whatif-{moving}").screenshot(path=str(artifacts / "whatif-moves-dark.png"))
     # selecting a step redraws the bars for it, with that step's own saving, labelled (a
     # warm step not the input card's, whose "#N" names no other step's row)
     numbers = [str(x["step"]) for x in s["steps"]]
