@@ -1,7 +1,8 @@
 """The replay's physical rules (issue 25 items 1, 3, 4), each on a hand-made trace:
 a graph replay drops the Python and the dispatch; a sync splits a capture; launch slack
 is split into latency and queueing, and queueing is re-derived; a change that only
-shortens the host saves no more than the device's idle time; collectives keep their wait."""
+shortens the host saves no more than the device's idle time; collectives keep their wait
+(their recorded duration) and move with the work before them."""
 
 from __future__ import annotations
 
@@ -275,7 +276,7 @@ def test_streams_shown_running_together_may_overlap_again(tmp_path):
     assert g.a_dev[side].tolist() == ga.tolist() and not g.a_dev_end[side].any()
 
 
-def test_collectives_keep_their_recorded_start_and_duration(tmp_path):
+def test_collectives_keep_their_recorded_duration_and_move_with_the_work(tmp_path):
     b = TraceBuilder(tmp_path)
     for s in range(3):
         t0 = s * 2000
@@ -286,8 +287,10 @@ def test_collectives_keep_their_recorded_start_and_duration(tmp_path):
     a = b.analysis()
     g = replay_graph(a)
     r = replay(a, input_change(a))
-    # Without the wait the launch is 500 µs earlier, but the peers are not: the
-    # collective starts and ends as recorded.
-    assert r.a_end == pytest.approx(g.a_start + g.a_dur)
+    # Without the wait (on every rank: the peers too) the launch is 500 µs earlier, and so
+    # is the collective; it keeps its 800 µs, the wait for the peers included.
+    # (The replay's clock runs on: step k's collective is k + 1 waits earlier.)
+    assert r.a_end == pytest.approx(g.a_start + g.a_dur - 500 * np.arange(1, 4))
+    # No change scales a collective's duration (nothing else moves here: it ends as recorded).
     scaled = replay(a, Change(device_scale=np.full(g.a_dur.shape, 0.5)))
     assert scaled.a_end == pytest.approx(g.a_start + g.a_dur)

@@ -25,8 +25,10 @@ recorded times it reproduces, so a change to some of them can be replayed:
   device further than the recording shows them running together: it starts no earlier
   than the end of another stream's activity that had ended when it started, nor earlier
   than the start of one that was running when it started (:func:`_device_edges`);
-- **collectives** (kernels that wait on the other ranks) keep their recorded start and
-  duration: a replay of one rank cannot make its peers arrive earlier.
+- **collectives** (kernels that wait on the other ranks) keep their recorded duration, the
+  wait for the peers included, and no change scales it. They move with this rank's work:
+  a fix is made in the script every rank runs, so the peers arrive earlier by as much and
+  the skew between the ranks, which the wait measures, stays.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class ReplayGraph:
     # whether the edge is that activity's end (it had ended) or its start (it was running).
     a_dev: np.ndarray
     a_dev_end: np.ndarray  # bool
-    a_floor: np.ndarray  # earliest start: the recorded one for collectives, else -inf
+    a_floor: np.ndarray  # earliest start of each activity (-inf: none)
     a_fixed: np.ndarray  # bool: a collective, whose duration no change scales
     # The device's own figures, measured on the trace (or the defaults).
     launch_latency_us: float
@@ -282,7 +284,9 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
 
     a_dev, a_dev_end = _device_edges(a_start, a_end, a_lane, m.device[acts])
     a_fixed = analysis.comm_activity_mask.copy() if n_a else np.zeros(0, dtype=bool)
-    a_floor = np.where(a_fixed, a_start, -np.inf)
+    # No earliest start: a collective moves with the work before it (every rank gets the
+    # fix), keeping its recorded duration (a_fixed).
+    a_floor = np.full(n_a, -np.inf)
 
     # What released each sync: the last activity to end inside the call (it waited for it).
     h_release = np.full(h_row.shape[0], NO_ID, dtype=np.int64)
