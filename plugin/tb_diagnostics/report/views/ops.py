@@ -105,14 +105,16 @@ def ops_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, Any]:
                                                              count=len(hit)))]
     total = int(order.shape[0])
     windows = analysis.windows
+    calls = op_calls(analysis)
+    figures = {col: _figure(g, col) for col in _FIGURES}  # once, not per row
     out = []
     for i in order[params.offset:params.offset + params.limit].tolist():
         rows = g.first_rows(i)
-        wins = op_calls(analysis).window[np.searchsorted(op_calls(analysis).rows, rows)]
+        wins = calls.window[np.searchsorted(calls.rows, rows)]
         row: dict[str, Any] = {"name": m.strings[int(g.name_ids[i])]}
         if by == "shapes":
             row["input_dims"] = parse_json(m.string(int(g.dims_ids[i])))
-        row.update({col: (int(g.calls[i]) if col == "calls" else _r(_figure(g, col)[i]))
+        row.update({col: (int(g.calls[i]) if col == "calls" else _r(figures[col][i]))
                     for col in _FIGURES})
         row.update({"stack": _stack(analysis, g, i), "stack_calls": int(g.stack_calls[i]),
                     "stacks": int(g.stacks[i]), "rows": rows.tolist(),
