@@ -154,7 +154,9 @@ def kernels_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, An
         order = order[np.isin(g.name_ids[order], hit)]
     sel = np.flatnonzero(kc.window == window) if window is not None else slice(None)
     tc_us = float(m.dur[kc.rows[sel]][kc.tensor_core[sel]].sum()) if len(kc) else 0.0
-    notes = sorted({c.why_not for c in kc.configs if c.why_not})
+    # The header says why only when no kernel has a figure (a row says why it has none).
+    notes = [] if any(c.theoretical for c in kc.configs) else sorted(
+        {c.why_not for c in kc.configs if c.why_not})
     return {
         "group": by, "step": None if window is None else analysis.windows[window].step,
         "sort": params.sort or "-total_us", "device": _device(kc.limits, analysis),
