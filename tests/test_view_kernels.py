@@ -150,17 +150,22 @@ def _raw(path: Path) -> tuple[dict, dict]:
     events = doc if isinstance(doc, list) else doc.get("traceEvents", [])
     calls, total = Counter(), defaultdict(float)
     configs: dict[str, Counter] = defaultdict(Counter)
+    blocks_per_sm.clear()
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in ("kernel", "Kernel"):
             continue
         a = e.get("args") or {}
         calls[e["name"]] += 1
         total[e["name"]] += e.get("dur", 0)
-        configs[e["name"]][json.dumps([a.get("grid"), a.get("block"),
-                                       a.get("registers per thread"), a.get("shared memory"),
-                                       a.get("est. achieved occupancy %")])] += 1
+        key = json.dumps([a.get("grid"), a.get("block"), a.get("registers per thread"),
+                          a.get("shared memory"), a.get("est. achieved occupancy %")])
+        configs[e["name"]][key] += 1
+        blocks_per_sm[key] = a.get("blocks per SM")
     return {n: (calls[n], total[n]) for n in calls}, configs
 
+
+#: The raw "blocks per SM" of each configuration read by the last _raw().
+blocks_per_sm: dict[str, float | None] = {}
 
 RUNS = ["hta_a100_nccl_train_rank0_of2", "tracelens_h100_owlv2_large_inference",
         "hta_v100_resnet_ns_timeunit", "kineto_2021jan_resnet50_profiler_api",
@@ -192,6 +197,10 @@ def test_kernels_match_a_raw_count_on_shared_traces(run):
                             None if r["occupancy_pct"] is None else int(r["occupancy_pct"])])
         assert configs[name][shown] == top[0][1] == r["config_calls"], name
         assert r["configs"] == len(configs[name]), name
+        # Blocks per SM: the grid over the part's SMs, as Kineto writes it (6 digits).
+        raw = blocks_per_sm[shown]
+        if raw is not None and r["blocks_per_sm"] is not None:
+            assert r["blocks_per_sm"] == pytest.approx(raw, abs=0.006), name
 
 
 def test_cli_json_csv_and_the_api_frame(tmp_path, capsys):
