@@ -148,3 +148,23 @@ def test_a_trace_without_modules_says_how_to_record_them(page, views_tb, artifac
     shot(page, frame, "modules", artifacts / "modules-resnet-empty-light.png")
     dark(page, frame)
     shot(page, frame, "modules", artifacts / "modules-resnet-empty-dark.png")
+
+
+def test_an_op_opened_in_operators_is_selected_on_the_roofline(page, views_tb):
+    from .test_roofline import plottable, summary
+
+    points = plottable(summary(views_tb, BERT)["roofline"]["ops"])
+    doc = view(views_tb, BERT, "ops", limit=50)
+    names = [o["name"] for o in points]
+    k, row = next((k, r) for k, r in enumerate(doc["rows"]) if r["name"] in names)
+    frame = open_run(page, views_tb, BERT)
+    card = frame.locator("#ops")
+    expect(card.locator(".card-body")).to_have_attribute("data-state", "ready", timeout=READY)
+    rows = card.locator("tbody tr")
+    rows.first.focus()
+    for _ in range(k):
+        page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    # The first bubble of that name (by name grouping, shapes are not compared).
+    expect(frame.locator("#roofline-chart")).to_have_attribute(
+        "data-selected", str(names.index(row["name"])), timeout=READY)

@@ -347,6 +347,7 @@ export class RooflineChart {
   select(op) {
     const i = this.ops ? this.ops.indexOf(op) : -1;
     this.selected = i < 0 ? null : i;
+    this.container.dataset.selected = i < 0 ? "" : String(i); // for tests
     this.plot?.redraw(false, false);
   }
 

@@ -87,6 +87,15 @@ export class RooflineView {
     if (this.ops && this.container.contains(this.main)) this.chart.build();
   }
 
+  /** An op opened elsewhere (the Operators card): its bubble selected, when the chart has
+   * its group (same name; same input shapes where the row gives them). */
+  showOp(op) {
+    const dims = op.input_dims ? JSON.stringify(op.input_dims) : null;
+    const hit = (this.ops || []).find((o) => o.name === op.name && (!dims || JSON.stringify(o.input_dims) === dims));
+    this.chart.select(hit || null);
+    return Boolean(hit);
+  }
+
   deviceName(r) {
     return r?.device?.name || this.summary.device?.name || "this device";
   }

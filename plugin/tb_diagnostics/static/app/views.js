@@ -38,7 +38,7 @@ export function mountViews(app) {
         const st = app.summary?.steps.find((x) => x.step === number);
         if (st) app.selectStep(st.index, { reveal: true });
       },
-      openOp: (op) => app.openOp(op),
+      openOp: (op) => { app.openOp(op); app.roofline?.showOp(op); },
       openFinding: (key) => app.openFinding(key),
       state: () => app.state,
       setState: (patch) => app.setState(patch),
