@@ -82,6 +82,12 @@ def test_kernels_card_lists_configurations_and_opens_kernels_and_ops(page, kerne
     expect(rows.first.locator("td").first).to_contain_text("SoftMax")
     dark(page, frame)
     shot(page, frame, "kernels", artifacts / "kernels-owlv2-dark.png")
+    # the whole table again, by name, in the dark theme (Tensor Core badges)
+    card.locator(".ops-search").fill("")
+    card.locator("select[aria-label='group kernels']").select_option("name")
+    expect(card.locator(".kn-note")).to_contain_text(f"{doc['total_rows']} kernel groups")
+    expect(card.locator(".kn-tc").first).to_be_visible()
+    shot(page, frame, "kernels", artifacts / "kernels-owlv2-all-dark.png")
 
 
 def test_a_cpu_only_trace_says_there_are_no_kernels(page, kernels_tb, artifacts):
