@@ -77,6 +77,11 @@ def test_kernels_card_lists_configurations_and_opens_kernels_and_ops(page, kerne
     by_op = view(kernels_tb, OWL, "kernels", limit=50, sort="-registers_per_thread", group="op")
     expect(card.locator("th", has_text="Launched by")).to_be_visible()
     expect(card.locator(".kn-note")).to_contain_text(f"{by_op['total_rows']} kernel groups")
+    # the selected step only (the tab has one selected)
+    card.locator("select[aria-label='kernels of']").select_option("step")
+    expect(card.locator(".kn-note")).to_contain_text("in step #")
+    card.locator("select[aria-label='kernels of']").select_option("span")
+    expect(card.locator(".kn-note")).to_contain_text("in the whole span")
     # search
     card.locator(".ops-search").fill("softmax")
     expect(rows.first.locator("td").first).to_contain_text("SoftMax")
