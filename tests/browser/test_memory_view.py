@@ -20,6 +20,7 @@ READY = 60_000
 V100 = "hta_v100_profile_memory_rank1_of2"
 NO_MEMORY = "hta_2022_legacy_categories_tiny"
 GROWS = "moe-forward-grows"
+BERT = "tracelens_h100_bert_small_inference"  # with_stack: Python frames in the call paths
 
 
 def _growing_run(dest) -> None:
@@ -57,7 +58,7 @@ def mem_tb(tmp_path_factory, artifacts):
     if not (SHARED_TRACES / V100).is_dir():
         pytest.skip("../shared/traces is not present")
     logdir = tmp_path_factory.mktemp("memory-log")
-    for run in (V100, RESNET, NO_MEMORY):
+    for run in (V100, RESNET, NO_MEMORY, BERT):
         if (SHARED_TRACES / run).is_dir():
             shutil.copytree(SHARED_TRACES / run, logdir / run)  # copied: scans skip symlinks
     _growing_run(logdir)
@@ -194,3 +195,19 @@ def test_a_memory_finding_is_shown_and_its_step_shaded(page, mem_tb, artifacts):
     page.evaluate("document.body.classList.add('dark-mode')")
     expect(frame.locator("html")).to_have_class("dark")
     shot(page, frame, artifacts / "memory-growth-dark.png")
+
+
+def test_call_paths_show_their_innermost_frames(page, mem_tb, artifacts):
+    if not (SHARED_TRACES / BERT).is_dir():
+        pytest.skip(f"{BERT} is not in ../shared/traces")
+    doc = view(mem_tb, BERT, limit=50, device="CUDA 0")
+    first = doc["rows"][0]
+    frame = open_run(page, mem_tb, BERT)
+    card = frame.locator("#memory")
+    expect(card.locator(".card-body")).to_have_attribute("data-state", "ok", timeout=READY)
+    row = card.locator("#memory-alive tbody tr").first
+    expect(row).to_have_attribute("title", starts(first["op"]))
+    # The cell ends where the allocation was made; the whole path is in the row's title.
+    innermost = first["stack"].split(" > ")[-1]
+    assert row.locator("td.mem-stack").inner_text().endswith(innermost[-20:])
+    shot(page, frame, artifacts / "memory-bert-light.png")

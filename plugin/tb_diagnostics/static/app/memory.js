@@ -18,6 +18,8 @@ const COLUMNS = [
 ];
 
 const b = (x) => (x === null || x === undefined ? "—" : bytes(x));
+/** The innermost end of a call path (outermost first): where the allocation was made. */
+const tail = (s, max) => (s && s.length > max ? `…${s.slice(s.length - max + 1)}` : s || "");
 
 export class MemoryView {
   constructor(body, tools, ctx) {
@@ -121,7 +123,9 @@ export class MemoryView {
   }
 
   summaryLine(d) {
-    const share = d.total_bytes && d.peak_reserved_bytes !== null ? ` (${pct(d.peak_reserved_bytes / d.total_bytes)} of ${bytes(d.total_bytes)})` : "";
+    const frac = d.total_bytes ? d.peak_reserved_bytes / d.total_bytes : null;
+    const shown = frac === null ? "" : frac < 0.001 ? "<0.1%" : frac < 0.1 ? `${(frac * 100).toFixed(1)}%` : pct(frac);
+    const share = d.total_bytes && d.peak_reserved_bytes !== null ? ` (${shown} of ${bytes(d.total_bytes)})` : "";
     const at = d.peak_at_us === null ? "" : ` at ${(d.peak_at_us / 1000).toFixed(1)} ms${d.peak_step !== null ? ` (step ${d.peak_step})` : ""}`;
     const before = d.alive_at_peak?.before_trace_bytes;
     return h("div", { class: "mem-summary", id: "memory-summary" },
@@ -164,10 +168,12 @@ export class MemoryView {
         onclick: () => this.ctx.openStep(d.peak_step),
       }, h("td", { class: "mem-op" }, shortName(r.op, 60)), h("td", { class: "num" }, bytes(r.bytes)),
       h("td", { class: "num" }, r.count.toLocaleString()), h("td", { class: "num" }, bytes(r.largest_bytes)),
-      h("td", { class: "mem-stack" }, shortName(r.stack, 90)))));
+      // Right-aligned overflow: the cell cuts the outer frames, the innermost stay in view.
+      h("td", { class: "mem-stack" }, h("span", { dir: "ltr" }, tail(r.stack, 240))))));
     const more = doc.total_rows > doc.rows.length ? h("div", { class: "rf-note" }, `the ${doc.rows.length} first of ${doc.total_rows} ops (tb-diagnostics memory --limit for more).`) : null;
     return h("div", { class: "mem-alive" }, h("h3", { class: "rf-caption" }, caption),
-      h("table", { class: "data mem-table", id: "memory-alive", "aria-label": "allocations alive at the peak, by op" },
+      h("table", { class: "data mem-table fixed", id: "memory-alive", "aria-label": "allocations alive at the peak, by op" },
+        h("colgroup", null, ["25%", "10%", "14%", "10%", "41%"].map((w) => h("col", { style: { width: w } }))),
         h("thead", null, head), this.tbody), more);
   }
 
