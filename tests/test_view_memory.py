@@ -268,3 +268,12 @@ def test_cli_json_csv_text_and_the_api_frame(trace, tmp_path, capsys):
     assert list(frame.columns[:5]) == ["run", "worker", "span", "device", "op"]
     assert dict(zip(frame["op"], frame["bytes"], strict=True)) == {
         "aten::linear": 100 * MB, "aten::relu": 80 * MB, "aten::empty": 5 * MB}
+
+
+def test_memory_events_without_any_complete_event(trace, tmp_path):
+    for i in range(3):
+        mem(trace, 10 + i, 10, 10 * (i + 1), 0x100 + i)
+    doc = memory(analyse(trace, tmp_path))
+    (dev,) = doc["devices"]
+    assert dev["peak_allocated_bytes"] == 30 and dev["alive_at_peak"]["count"] == 3
+    assert [(r["op"], r["bytes"]) for r in doc["rows"]] == [("(no op on its thread)", 30)]

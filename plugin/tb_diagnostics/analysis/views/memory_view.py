@@ -80,6 +80,8 @@ def allocation_sites(analysis: SpanAnalysis) -> Sites:
     mem = m.memory
     n = len(mem)
     inner = np.full(n, NO_ID, dtype=np.int64)
+    if not len(m):  # memory samples but no complete event: nothing encloses them
+        return Sites(inner=inner, op=inner, inner_op=inner)
     host = np.flatnonzero(m.is_host & (m.kind != Kind.TRACE))
     host_lane = m.lane[host]
     for lane in np.unique(mem.lane[mem.lane >= 0]).tolist():
@@ -199,7 +201,8 @@ def group_by_op(analysis: SpanAnalysis, dv: DeviceView, idx: np.ndarray, *,
     m = analysis.model
     sites = allocation_sites(analysis)
     rows = (sites.inner_op if inner else sites.op)[dv.sel[idx]]
-    names = np.where(rows >= 0, m.name[np.maximum(rows, 0)].astype(np.int64), -1)
+    names = np.full(rows.shape[0], -1, dtype=np.int64)
+    names[rows >= 0] = m.name[rows[rows >= 0]]
     keys, code = np.unique(names, return_inverse=True)
     size = dv.nbytes[idx]
     total = np.bincount(code, weights=size, minlength=keys.shape[0])
