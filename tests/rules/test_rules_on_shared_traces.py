@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -38,15 +37,16 @@ def test_shared_trace_count():
 
 
 @pytest.mark.shared
-def test_all_rules_on_the_biggest_trace_are_quick():
+def test_all_rules_run_on_the_biggest_trace_without_a_failure():
+    # How long each rule takes is a benchmark's figure (bench/run_rules_time.py), not a
+    # test's: a timed assertion fails on a busy machine and proves nothing on an idle one.
     big = SHARED_TRACES / "hta_v100_profile_memory_rank1_of2"
     if not big.is_dir():
         pytest.skip("../shared/traces not available")
     analysis = SpanAnalysis(load_trace(str(next(big.glob("*.pt.trace.json*")))))
-    assert analysis.windows  # the engine's own views are not the rules' cost
-    t0 = time.perf_counter()
-    run_rules(analysis)
-    assert time.perf_counter() - t0 < 3.0
+    found = run_rules(analysis)
+    assert not found.failures, found.failures
+    assert len(found) > 0
 
 
 ODD_TRACES = {
