@@ -277,3 +277,18 @@ def test_memory_events_without_any_complete_event(trace, tmp_path):
     (dev,) = doc["devices"]
     assert dev["peak_allocated_bytes"] == 30 and dev["alive_at_peak"]["count"] == 3
     assert [(r["op"], r["bytes"]) for r in doc["rows"]] == [("(no op on its thread)", 30)]
+
+
+def test_many_steps_are_spread_over_the_span(trace, tmp_path):
+    from tb_diagnostics.report.views.memory import MAX_STEPS
+
+    n = MAX_STEPS * 3
+    for s in range(n):
+        trace.step(s, s * 10, 9)
+        mem(trace, s * 10 + 1, MB, MB * (s + 1), 0x100 + s)
+    doc = memory(analyse(trace, tmp_path))
+    steps = [s["step"] for s in doc["steps"]]
+    assert len(steps) == MAX_STEPS and steps[0] == 0 and steps[-1] == n - 1
+    assert doc["steps_total"] == n
+    kept = doc["devices"][0]["per_step"]
+    assert len(kept) == MAX_STEPS and kept[-1]["step"] == n - 1 and kept[-1]["kept_bytes"] == MB

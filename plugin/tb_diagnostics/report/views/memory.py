@@ -51,6 +51,14 @@ def _num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def _spread(ks: list[int]) -> list[int]:
+    """At most MAX_STEPS of ``ks``, evenly spread over them (first and last kept): a span of
+    thousands of steps still shows boundaries and rows across its whole length."""
+    if len(ks) <= MAX_STEPS:
+        return ks
+    return [ks[i] for i in np.linspace(0, len(ks) - 1, MAX_STEPS).round().astype(int).tolist()]
+
+
 def _group_row(device: str, g: OpGroup) -> dict[str, Any]:
     return {"device": device, "op": g.op, "bytes": g.bytes, "count": g.count,
             "largest_bytes": g.largest_bytes, "stack": " > ".join(g.stack),
@@ -61,7 +69,7 @@ def _steps(analysis: SpanAnalysis, win: int | None) -> list[dict[str, Any]]:
     lo, hi = window_bounds(analysis)
     ks = range(min(len(analysis.windows), lo.shape[0])) if win is None else [win]
     return [{"step": analysis.windows[k].step, "start_us": round(float(lo[k]), 3),
-             "end_us": round(float(hi[k]), 3)} for k in list(ks)[:MAX_STEPS]]
+             "end_us": round(float(hi[k]), 3)} for k in _spread(list(ks))]
 
 
 def _per_step(analysis: SpanAnalysis, dv: DeviceView, win: int | None,
@@ -70,7 +78,7 @@ def _per_step(analysis: SpanAnalysis, dv: DeviceView, win: int | None,
     s = dv.series
     ks = [k for k in (range(lo.shape[0]) if win is None else [win]) if s.events[k]]
     out = []
-    for k in ks[:MAX_STEPS]:
+    for k in _spread(ks):
         a, b = event_range(dv, float(lo[k]), float(hi[k]))
         kept = kept_at_end(dv, a, b)
         known = dv.addressed  # without addresses nothing is known to be kept
