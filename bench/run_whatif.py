@@ -10,8 +10,10 @@ profiling cycle (span); the shared pair ``../shared/pairs/h100_toyblocks_eager_v
 engine infers them, from the compiled regions after and the repeating calls before),
 projected with ``compile`` and with ``compile-graphs``; and the sample runs of ``log/``
 that differ by one workload flag.
-"Measured" is the median warm step before minus the median warm step after; "predicted"
-is the ``saves_us`` of the change's projection (``spans[].whatif``) in the run before;
+"Measured" is the mean warm step before minus the mean warm step after: the statistic the
+prediction is (``saves_us``, what the warm steps save in all over their number, of the
+change's projection in the run before: ``spans[].whatif``); the last column gives the
+medians' difference too, what a typical step gained;
 both also as a change of the step before. Prints a table with the error of each
 prediction; a pair whose change does not apply to its run says so instead, and a
 projection whose fix the run after did not make (``compile-graphs`` beside a default-mode
@@ -58,11 +60,19 @@ def _spans(doc: dict, run: str) -> list[dict]:
     return [s for w in r["workers"] for s in w["spans"]] if r else []
 
 
-def _warm_median(span: dict) -> float:
+def _warm_walls(span: dict) -> list[float]:
+    """The walls of the span's warm steps (all of them where every one is cold)."""
     cold = cold_steps(span)
-    walls = [s["wall_us"] for s in span["steps"] if s["step"] not in cold] or \
+    return [s["wall_us"] for s in span["steps"] if s["step"] not in cold] or \
         [s["wall_us"] for s in span["steps"]]
-    return statistics.median(walls)
+
+
+def _warm_mean(span: dict) -> float:
+    return statistics.fmean(_warm_walls(span))
+
+
+def _warm_median(span: dict) -> float:
+    return statistics.median(_warm_walls(span))
 
 
 def rows(logdirs: dict[str, Path]) -> list[dict]:
@@ -77,27 +87,35 @@ def rows(logdirs: dict[str, Path]) -> list[dict]:
         if not b_spans or not a_spans:
             continue
         for cycle, (b, a) in enumerate(zip(b_spans, a_spans, strict=False)):
-            measured = _warm_median(b) - _warm_median(a)
+            measured = _warm_mean(b) - _warm_mean(a)
+            # The medians too: a run after the fix with a few slow steps of its own (loader
+            # workers competing for the host) moves its mean, not its typical step.
+            measured_median = _warm_median(b) - _warm_median(a)
             proj = next((w for w in b.get("whatif", []) if w["id"] == change), None)
             predicted = None if proj is None else proj["saves_us"]
             err = (None if predicted is None or measured == 0 or not compared
                    else (predicted - measured) / abs(measured))
-            base = _warm_median(b)
+            base = _warm_mean(b)
             out.append({"pair": label + (f" (cycle {cycle + 1})" if len(b_spans) > 1 else ""),
                         "change": change, "before_ms": base / 1000,
-                        "after_ms": _warm_median(a) / 1000, "measured_ms": measured / 1000,
+                        "after_ms": _warm_mean(a) / 1000, "measured_ms": measured / 1000,
                         "predicted_ms": None if predicted is None else predicted / 1000,
                         "measured_change": -measured / base if base else None,
                         "predicted_change": (None if predicted is None or not base
                                              else -predicted / base),
+                        "measured_median_ms": measured_median / 1000,
+                        "error_median": (None if predicted is None or measured_median == 0
+                                         or not compared
+                                         else (predicted - measured_median)
+                                         / abs(measured_median)),
                         "compared": compared, "error": err})
     return out
 
 
 def table(rs: list[dict]) -> str:
     head = ("| pair | change | before ms | after ms | measured saving ms | predicted ms | "
-            "measured change | predicted change | error |\n"
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|")
+            "measured change | predicted change | error | median steps: saving ms, error |\n"
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     lines = [head]
     for r in rs:
         pred = "not modelled" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}"
@@ -106,8 +124,12 @@ def table(rs: list[dict]) -> str:
         lines.append(f"| {r['pair']} | `{r['change']}` | {r['before_ms']:.3f} | "
                      f"{r['after_ms']:.3f} | {r['measured_ms']:.3f} | {pred} | "
                      f"{_pct(r.get('measured_change'))} | {_pct(r.get('predicted_change'))} | "
-                     f"{err} |")
+                     f"{err} | {r['measured_median_ms']:.3f}, {_err(r['error_median'])} |")
     return "\n".join(lines)
+
+
+def _err(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.0f}%"
 
 
 def _pct(x: float | None) -> str:
