@@ -200,3 +200,47 @@ def resnet(logdir) -> str:
     if not (logdir / RESNET).is_dir():
         pytest.skip("../shared/traces is not present")
     return RESNET
+
+
+# ---- helpers the card tests share ---------------------------------------------------
+#: How long a card test waits for a span to load and the tab to be ready (ms).
+READY = 60_000
+
+
+def shared_runs_logdir(tmp_path_factory, label: str, runs: tuple[str, ...]) -> Path:
+    """A fresh log dir holding a copy of each of ``runs`` that ../shared/traces has
+    (copied: scans skip symlinks)."""
+    logdir = tmp_path_factory.mktemp(f"{label}-log")
+    for run in runs:
+        if (SHARED_TRACES / run).is_dir():
+            shutil.copytree(SHARED_TRACES / run, logdir / run)
+    return logdir
+
+
+def open_run(page, tb: TensorBoard, run: str):
+    """The tab on ``run``, once it says it is ready; the plugin's frame."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={run}")
+    frame = page.frame_locator(FRAME)
+    expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
+    return frame
+
+
+def view_document(tb: TensorBoard, run: str, name: str, **params) -> dict:
+    """The /view route's ``name`` document for the run's first span (asked again while
+    it loads)."""
+    import urllib.parse
+
+    deadline = time.monotonic() + READY / 1000
+    while True:
+        runs = {r["run"]: r for r in tb.json("runs").get("runs") or []}
+        if run in runs:
+            w = runs[run]["workers"][0]
+            q = urllib.parse.urlencode({"name": name, "run": run, "worker": w["worker"],
+                                        "span": w["spans"][0]["span"], **params})
+            res = tb.json(f"view?{q}")
+            if res.get("status") == "ready":
+                return res
+        assert time.monotonic() < deadline, f"{run} did not load"
+        time.sleep(0.3)

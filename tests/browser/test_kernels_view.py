@@ -5,13 +5,11 @@ directory."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import SHARED_TRACES, TensorBoard
-from .test_ops_modules import READY, dark, open_run, shot, view
+from .conftest import READY, SHARED_TRACES, TensorBoard, open_run, shared_runs_logdir
+from .test_ops_modules import dark, shot, view
 
 OWL = "tracelens_h100_owlv2_large_inference"
 CPU = "hta_cpu_only_gloo_rank34"
@@ -21,10 +19,7 @@ CPU = "hta_cpu_only_gloo_rank34"
 def kernels_tb(tmp_path_factory, artifacts):
     if not (SHARED_TRACES / OWL).is_dir():
         pytest.skip("../shared/traces is not present")
-    logdir = tmp_path_factory.mktemp("kernels-log")
-    for run in (OWL, CPU):
-        if (SHARED_TRACES / run).is_dir():
-            shutil.copytree(SHARED_TRACES / run, logdir / run)  # copied: scans skip symlinks
+    logdir = shared_runs_logdir(tmp_path_factory, "kernels", (OWL, CPU))
     tb = TensorBoard(logdir, tmp_path_factory.mktemp("kernels-cache"),
                      artifacts / "tensorboard-kernels.log")
     yield tb

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import time
-import urllib.parse
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import FRAME, RESNET, SHARED_TRACES, TensorBoard
+from .conftest import (
+    READY,
+    RESNET,
+    SHARED_TRACES,
+    TensorBoard,
+    open_run,
+    shared_runs_logdir,
+    view_document,
+)
 
-READY = 60_000
 V100 = "hta_v100_profile_memory_rank1_of2"
 NO_MEMORY = "hta_2022_legacy_categories_tiny"
 GROWS = "moe-forward-grows"
@@ -57,10 +61,7 @@ def _growing_run(dest) -> None:
 def mem_tb(tmp_path_factory, artifacts):
     if not (SHARED_TRACES / V100).is_dir():
         pytest.skip("../shared/traces is not present")
-    logdir = tmp_path_factory.mktemp("memory-log")
-    for run in (V100, RESNET, NO_MEMORY, BERT):
-        if (SHARED_TRACES / run).is_dir():
-            shutil.copytree(SHARED_TRACES / run, logdir / run)  # copied: scans skip symlinks
+    logdir = shared_runs_logdir(tmp_path_factory, "memory", (V100, RESNET, NO_MEMORY, BERT))
     _growing_run(logdir)
     tb = TensorBoard(logdir, tmp_path_factory.mktemp("memory-cache"),
                      artifacts / "tensorboard-memory.log")
@@ -69,26 +70,8 @@ def mem_tb(tmp_path_factory, artifacts):
 
 
 def view(tb: TensorBoard, run: str, **params) -> dict:
-    """The memory view's document for the run's first span (asked again while loading)."""
-    deadline = time.monotonic() + READY / 1000
-    while True:
-        runs = {r["run"]: r for r in tb.json("runs").get("runs") or []}
-        if run in runs:
-            w = runs[run]["workers"][0]
-            q = urllib.parse.urlencode({"name": "memory", "run": run, "worker": w["worker"],
-                                        "span": w["spans"][0]["span"], **params})
-            res = tb.json(f"view?{q}")
-            if res.get("status") == "ready":
-                return res
-        assert time.monotonic() < deadline, f"{run} did not load"
-        time.sleep(0.3)
-
-
-def open_run(page, tb: TensorBoard, run: str):
-    page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={run}")
-    frame = page.frame_locator(FRAME)
-    expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
-    return frame
+    """The memory view's document for the run's first span."""
+    return view_document(tb, run, "memory", **params)
 
 
 def shot(page, frame, path) -> None:

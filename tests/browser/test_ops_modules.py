@@ -4,16 +4,19 @@ themes and by keyboard. Screenshots land in the test artifacts directory."""
 
 from __future__ import annotations
 
-import shutil
-import time
-import urllib.parse
-
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import FRAME, RESNET, SHARED_TRACES, TensorBoard
+from .conftest import (
+    READY,
+    RESNET,
+    SHARED_TRACES,
+    TensorBoard,
+    open_run,
+    shared_runs_logdir,
+    view_document,
+)
 
-READY = 60_000
 BERT = "tracelens_h100_bert_small_inference"
 
 
@@ -21,37 +24,14 @@ BERT = "tracelens_h100_bert_small_inference"
 def views_tb(tmp_path_factory, artifacts):
     if not (SHARED_TRACES / BERT).is_dir():
         pytest.skip("../shared/traces is not present")
-    logdir = tmp_path_factory.mktemp("ops-log")
-    for run in (BERT, RESNET):
-        if (SHARED_TRACES / run).is_dir():
-            shutil.copytree(SHARED_TRACES / run, logdir / run)  # copied: scans skip symlinks
+    logdir = shared_runs_logdir(tmp_path_factory, "ops", (BERT, RESNET))
     tb = TensorBoard(logdir, tmp_path_factory.mktemp("ops-cache"),
                      artifacts / "tensorboard-ops.log")
     yield tb
     tb.stop()
 
 
-def view(tb: TensorBoard, run: str, name: str, **params) -> dict:
-    """The /view route's document for the run's first span (asked again while loading)."""
-    deadline = time.monotonic() + READY / 1000
-    while True:
-        runs = {r["run"]: r for r in tb.json("runs").get("runs") or []}
-        if run in runs:
-            w = runs[run]["workers"][0]
-            q = urllib.parse.urlencode({"name": name, "run": run, "worker": w["worker"],
-                                        "span": w["spans"][0]["span"], **params})
-            res = tb.json(f"view?{q}")
-            if res.get("status") == "ready":
-                return res
-        assert time.monotonic() < deadline, f"{run} did not load"
-        time.sleep(0.3)
-
-
-def open_run(page, tb: TensorBoard, run: str):
-    page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={run}")
-    frame = page.frame_locator(FRAME)
-    expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
-    return frame
+view = view_document  # (tb, run, name, **params)
 
 
 def shot(page, frame, card: str, path) -> None:

@@ -17,9 +17,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import CPU_RUN, FRAME, RESNET, SHARED_TRACES, TensorBoard, _cpu_run
+from .conftest import CPU_RUN, READY, RESNET, SHARED_TRACES, TensorBoard, _cpu_run, open_run
 
-READY = 60_000
 OWL = "tracelens_h100_owlv2_large_inference"
 QWEN = "tracelens_h100_qwen1.5_0.5b_inference"
 MI250 = "hta_amd_mi250_rocm_tiny"
@@ -65,13 +64,6 @@ def plottable(ops: list[dict]) -> list[dict]:
     ok = [o for o in ops if (o["intensity"] or 0) > 0 and (o["achieved_tflops"] or 0) > 0
           and (o["device_us"] or 0) > 0]
     return sorted(ok, key=lambda o: -o["device_us"])
-
-
-def open_run(page, tb: TensorBoard, run: str):
-    page.goto(f"{tb.url}/#diagnostics&p.diagnostics.run={run}")
-    frame = page.frame_locator(FRAME)
-    expect(frame.locator("body")).to_have_attribute("data-ready", "true", timeout=READY)
-    return frame
 
 
 def card_shot(page, frame, path) -> None:
