@@ -5,7 +5,7 @@
 // Tensor Cores. The server sorts, filters and pages (/view?name=kernels); a row opens
 // its first kernels in the timeline (Enter), or their launching ops (o).
 
-import { isAbort } from "./api.js";
+import { PagedView } from "./pagedview.js";
 import { fill, h } from "./dom.js";
 import { bytes, dur, ms, shortName, stepLabel } from "./format.js";
 import { choice, debounce, rowKeys } from "./ops.js";
@@ -32,13 +32,9 @@ const COLUMNS = [
 const dims = (v) => (Array.isArray(v) ? v.join("×") : "—");
 const pct0 = (v) => (v === null || v === undefined ? "—" : `${Math.round(v)}%`);
 
-export class KernelsView {
+export class KernelsView extends PagedView {
   constructor(body, tools, ctx) {
-    this.body = body;
-    this.ctx = ctx;
-    this.q = { group: "name", sort: null, q: "", offset: 0 };
-    this.scope = "span";
-    this.step = null;
+    super(body, ctx, { title: "Kernels", query: { group: "name" }, pageSize: PAGE });
     this.groupSel = choice("group kernels", [["name", "by name"], ["op", "by name + launching op"]], (v) => this.set({ group: v }));
     this.scopeSel = choice("kernels of", [["span", "whole span"], ["step", "selected step"]], (v) => { this.scope = v; this.set({}); });
     this.search = h("input", { type: "search", class: "ops-search", placeholder: "filter kernels", "aria-label": "filter kernels by name", oninput: debounce((e) => this.set({ q: e.target.value.trim() })) });
@@ -48,40 +44,6 @@ export class KernelsView {
     this.pager = h("div", { class: "ops-pager" });
     this.detail = h("div", { class: "kn-detail", "aria-live": "polite" });
     body.append(this.note, this.table, this.pager, this.detail);
-  }
-
-  setSpan(summary) {
-    this.summary = summary;
-    this.step = null;
-    this.set({ offset: 0 });
-  }
-
-  selectStep(st) {
-    this.step = st ? st.step : null;
-    if (this.scope === "step") this.set({});
-  }
-
-  set(patch) {
-    this.q = { ...this.q, offset: 0, ...patch };
-    this.load();
-  }
-
-  async load() {
-    if (!this.summary) return;
-    this.abort?.abort();
-    this.abort = new AbortController();
-    const p = { group: this.q.group, offset: this.q.offset, limit: PAGE };
-    if (this.q.sort) p.sort = this.q.sort;
-    if (this.q.q) p.q = this.q.q;
-    if (this.scope === "step" && this.step !== null) p.step = this.step;
-    this.body.dataset.state = "loading";
-    try {
-      this.render(await this.ctx.fetch(p, { signal: this.abort.signal }));
-    } catch (e) {
-      if (isAbort(e)) return;
-      this.body.dataset.state = "error";
-      fill(this.note, h("span", { class: "none" }, `Kernels: ${e.message}`));
-    }
   }
 
   render(doc) {

@@ -4,7 +4,7 @@
 // bounds the tree (/view?name=modules); a row opens the Operators card narrowed to the
 // ops under that module.
 
-import { isAbort } from "./api.js";
+import { PagedView } from "./pagedview.js";
 import { fill, h } from "./dom.js";
 import { stepLabel } from "./format.js";
 import { MODULE_EVENT, choice, debounce, rowKeys, us } from "./ops.js";
@@ -20,13 +20,9 @@ const COLUMNS = [
   { key: "host_mean_us", label: "Host mean µs", num: true },
 ];
 
-export class ModulesView {
+export class ModulesView extends PagedView {
   constructor(body, tools, ctx) {
-    this.body = body;
-    this.ctx = ctx;
-    this.q = { sort: null, q: "", offset: 0 };
-    this.scope = "span";
-    this.step = null;
+    super(body, ctx, { title: "Modules", pageSize: PAGE });
     this.scopeSel = choice("modules of", [["span", "whole span"], ["step", "selected step"]], (v) => { this.scope = v; this.set({}); });
     this.search = h("input", { type: "search", class: "ops-search", placeholder: "filter modules", "aria-label": "filter modules by name", oninput: debounce((e) => this.set({ q: e.target.value.trim() })) });
     tools.append(this.scopeSel, this.search);
@@ -34,40 +30,6 @@ export class ModulesView {
     this.table = h("div", { class: "ops-table mod-table" });
     this.pager = h("div", { class: "ops-pager" });
     body.append(this.note, this.table, this.pager);
-  }
-
-  setSpan(summary) {
-    this.summary = summary;
-    this.step = null;
-    this.set({ offset: 0 });
-  }
-
-  selectStep(st) {
-    this.step = st ? st.step : null;
-    if (this.scope === "step") this.set({});
-  }
-
-  set(patch) {
-    this.q = { ...this.q, offset: 0, ...patch };
-    this.load();
-  }
-
-  async load() {
-    if (!this.summary) return;
-    this.abort?.abort();
-    this.abort = new AbortController();
-    const p = { offset: this.q.offset, limit: PAGE };
-    if (this.q.sort) p.sort = this.q.sort;
-    if (this.q.q) p.q = this.q.q;
-    if (this.scope === "step" && this.step !== null) p.step = this.step;
-    this.body.dataset.state = "loading";
-    try {
-      this.render(await this.ctx.fetch(p, { signal: this.abort.signal }));
-    } catch (e) {
-      if (isAbort(e)) return;
-      this.body.dataset.state = "error";
-      fill(this.note, h("span", { class: "none" }, `Modules: ${e.message}`));
-    }
   }
 
   render(doc) {

@@ -5,7 +5,7 @@
 // call stack most of its calls share. The Modules card narrows it to one module
 // (a "tbd-ops-module" event on window).
 
-import { isAbort } from "./api.js";
+import { PagedView } from "./pagedview.js";
 import { fill, h } from "./dom.js";
 import { dur, shortName, stepLabel } from "./format.js";
 import { shapes } from "./roofline.js";
@@ -63,13 +63,9 @@ export function rowKeys(e, tbody, open) {
   next.focus();
 }
 
-export class OpsView {
+export class OpsView extends PagedView {
   constructor(body, tools, ctx) {
-    this.body = body;
-    this.ctx = ctx;
-    this.q = { group: "name", sort: null, q: "", offset: 0 };
-    this.scope = "span";
-    this.step = null;
+    super(body, ctx, { title: "Operators", query: { group: "name" }, pageSize: PAGE });
     this.module = null;
     this.groupSel = choice("group ops", [["name", "by name"], ["shapes", "by name + input shapes"]], (v) => this.set({ group: v }));
     this.scopeSel = choice("ops of", [["span", "whole span"], ["step", "selected step"]], (v) => { this.scope = v; this.set({}); });
@@ -84,15 +80,8 @@ export class OpsView {
   }
 
   setSpan(summary) {
-    this.summary = summary;
     this.module = null;
-    this.step = null;
-    this.set({ offset: 0 });
-  }
-
-  selectStep(st) {
-    this.step = st ? st.step : null;
-    if (this.scope === "step") this.set({});
+    super.setSpan(summary);
   }
 
   /** The Modules card narrows the table to one module (null: every op again). */
@@ -102,28 +91,10 @@ export class OpsView {
     if (m) this.body.closest(".card")?.scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
 
-  set(patch) {
-    this.q = { ...this.q, offset: 0, ...patch };
-    this.load();
-  }
-
-  async load() {
-    if (!this.summary) return;
-    this.abort?.abort();
-    this.abort = new AbortController();
-    const p = { group: this.q.group, offset: this.q.offset, limit: PAGE };
-    if (this.q.sort) p.sort = this.q.sort;
-    if (this.q.q) p.q = this.q.q;
-    if (this.scope === "step" && this.step !== null) p.step = this.step;
+  params() {
+    const p = super.params();
     if (this.module) p.module = this.module.id;
-    this.body.dataset.state = "loading";
-    try {
-      this.render(await this.ctx.fetch(p, { signal: this.abort.signal }));
-    } catch (e) {
-      if (isAbort(e)) return;
-      this.body.dataset.state = "error";
-      fill(this.note, h("span", { class: "none" }, `Operators: ${e.message}`));
-    }
+    return p;
   }
 
   render(doc) {
