@@ -10,28 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property, wraps
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from tb_diagnostics.analysis.dispatch import CallNode, call_tree
-from tb_diagnostics.analysis.intervals import Intervals, covered, union, union_of_rows
-from tb_diagnostics.analysis.steps import (
-    HostSteps,
-    StepWindow,
-    device_partition,
-    find_host_steps,
-)
-from tb_diagnostics.analysis.verdict import (
-    COMPILING_MIN_US,
-    Thresholds,
-    compile_bound,
-    host_limited_verdict,
-    idle_split,
-    main_idle_cause,
-    verdict_of,
-)
-from tb_diagnostics.analysis.window_totals import per_window_totals
+from tb_diagnostics.analysis.intervals import Intervals, union, union_of_rows
+from tb_diagnostics.analysis.step_windows import build_windows, window_bounds
+from tb_diagnostics.analysis.steps import HostSteps, StepWindow, find_host_steps
+from tb_diagnostics.analysis.verdict import Thresholds
 from tb_diagnostics.trace.categories import (
     COLLECTIVE_OP,
     COMM_KERNEL,
@@ -69,15 +56,6 @@ def computed(fn: Callable[[SpanAnalysis], T]) -> Callable[[SpanAnalysis], T]:
 #: operators, runtime calls); the profiler's own span and overhead are not.
 _LAUNCH_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER,
                            Kind.PYTHON})
-
-
-class _HostLimited(NamedTuple):
-    """Per window, as lists: host-limited (a warm step on a draining backlog), the host's
-    DataLoader time and its issue time (µs)."""
-
-    host: list[bool]
-    input_us: list[float]
-    issue_us: list[float]
 
 
 class SpanAnalysis:
@@ -308,121 +286,13 @@ class SpanAnalysis:
             self._call_trees[index] = tree
         return tree
 
-    # ---- the windows ------------------------------------------------------
+    # ---- the windows (built in :mod:`.step_windows`) ---------------------------
     @cached_property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """The device-side ``[start, end)`` of every window."""
-        m = self.model
-        hs = self.host_steps
-        if not len(hs):
-            rows = np.flatnonzero(m.kind != Kind.TRACE)
-            if not rows.size:
-                return np.zeros(1), np.zeros(1)
-            return np.asarray([m.start[rows].min()]), np.asarray([m.end[rows].max()])
-        last_dev = np.full(len(hs), np.nan)
-        if not self.cpu_only:
-            steps = self.activity_step
-            ok = steps >= 0
-            ends = m.end[m.device_activity_rows][ok]
-            np.fmax.at(last_dev, steps[ok], ends)
-        return device_partition(hs.host_start, hs.host_end, last_dev)
+        return window_bounds(self)
 
     @cached_property
     def windows(self) -> list[StepWindow]:
-        hs = self.host_steps
-        lo, hi = self.bounds
-        wall = hi - lo
-        busy_iv = self.busy_intervals
-        busy = covered(busy_iv, lo, hi)
-        # Collectives are communication, not compute: the verdict reads compute only.
-        compute_iv = self.compute_intervals
-        compute = busy if compute_iv is busy_iv else np.minimum(covered(compute_iv, lo, hi), busy)
-        # Where host activities nest, the first of profiler, compile, module load, input,
-        # sync, comm, launch takes the idle time (verdict.idle_split).
-        idle = idle_split(busy_iv, busy, lo, hi, {
-            "profiler": self.profiler_intervals, "compile": self.compile_intervals,
-            "module_load": self.module_load_intervals, "input": self.input_intervals,
-            "sync": self.sync_intervals, "comm": self.comm_intervals,
-            "launch": self.launch_intervals})
-        limited = self._host_limited()
-        stats = per_window_totals(self, lo, hi)
-        # Python lists, not numpy scalars, in the per-window loop: a trace of a million
-        # steps builds a million windows, and a float() of a numpy scalar costs 10× more.
-        n = lo.shape[0]
-        has_steps = len(hs) > 0
-        idle_cols = {c: np.maximum(v, 0.0).tolist() for c, v in idle.items()}
-        busy_l, wall_l, lo_l, hi_l = busy.tolist(), wall.tolist(), lo.tolist(), hi.tolist()
-        compute_l = compute.tolist()
-        # Compiling, whether the device idled meanwhile or ran earlier work.
-        compiling_l = (covered(self.compile_intervals, lo, hi) >= COMPILING_MIN_US).tolist() \
-            if len(self.compile_intervals) else [False] * n
-        # The device ran only collectives: busy minus compute (compute lies inside busy).
-        alone_l = np.maximum(busy - compute, 0.0).tolist()
-        step_l = hs.numbers.tolist() if has_steps else [None] * n
-        row_l = hs.rows.tolist() if has_steps and not hs.inferred else [-1] * n
-        host_lo_l = hs.host_start.tolist() if has_steps else lo_l
-        host_hi_l = hs.host_end.tolist() if has_steps else hi_l
-        cpu_l = stats["self_cpu"].tolist()
-        dev_l = [None] * n if self.cpu_only else stats["self_device"].tolist()
-        ops_l = stats["ops"].astype(np.int64).tolist()
-        kernels_l = stats["kernels"].astype(np.int64).tolist()
-        th = self.thresholds
-        out = []
-        for k in range(n):
-            idle_k = {c: col[k] for c, col in idle_cols.items()}
-            busy_k, compute_k, alone_k = busy_l[k], compute_l[k], alone_l[k]
-            # The profiler's own time and one-time costs are labelled, and left out of the
-            # verdict: a step that compiles for 1.7 s is judged on the rest.
-            judged = wall_l[k] - idle_k["profiler"] - idle_k["compile"] - idle_k["module_load"]
-            frac = compute_k / judged if judged > 0 else 0.0
-            cause = main_idle_cause(idle_k, alone_k)
-            verdict, verdict_by = verdict_of(frac, cause, th), None
-            if compile_bound(idle_k["compile"], wall_l[k]):
-                # Mostly compiling: the compile bounds the step, not the work around it.
-                verdict, verdict_by, cause = "compile-bound", "compilation", "compile"
-            elif limited is not None and limited.host[k]:
-                verdict = host_limited_verdict(limited.input_us[k], limited.issue_us[k])
-                verdict_by = "launch-backlog"
-            flags = ["inferred"] if hs.inferred else []
-            if compiling_l[k]:
-                flags.append("compiling")
-            out.append(StepWindow(
-                index=k,
-                step=step_l[k],
-                # An inferred step has no step event (its row only starts the iteration).
-                row=row_l[k],
-                host_start=host_lo_l[k],
-                host_end=host_hi_l[k],
-                start=lo_l[k],
-                end=hi_l[k],
-                device_busy_us=busy_k,
-                compute_busy_us=compute_k,
-                exposed_collective_us=alone_k,
-                idle=idle_k,
-                verdict=verdict,
-                main_idle_cause=cause,
-                self_cpu_us=cpu_l[k],
-                self_device_us=dev_l[k],
-                ops=ops_l[k],
-                kernels=kernels_l[k],
-                flags=flags,
-                verdict_by=verdict_by,
-            ))
-        return out
-
-    def _host_limited(self) -> _HostLimited | None:
-        """Per window: whether it is a warm step limited by the host on a draining backlog
-        (``views.backlog``), with the host's issue time and its DataLoader part; None where
-        no step can be (a CPU-only trace, fewer than two steps)."""
-        from tb_diagnostics.analysis.views.backlog import launch_backlog
-        from tb_diagnostics.analysis.views.warmth import step_walls
-
-        if self.cpu_only or len(self.host_steps) < 2:
-            return None
-        bl = launch_backlog(self)
-        # The cold step pays one-time costs (views.warmth): never judged by its backlog.
-        host = bl.host_limited & ~step_walls(self).cold
-        if not host.any():
-            return None
-        inputs = covered(self.input_intervals, bl.host_start, bl.host_end)
-        return _HostLimited(host.tolist(), inputs.tolist(), bl.host_issue_us.tolist())
+        """One verdict per step window (:func:`.step_windows.build_windows`)."""
+        return build_windows(self)
