@@ -42,19 +42,10 @@ only a fraction of the models written is ever read back: a model is written from
 smaller ones are parsed again when needed (their results are still kept).
 
 **Bookkeeping is O(1) amortized per write.** The total size is bounded, least
-recently used first out, but sizing the cache means listing every entry, so it
-is not done per write. Each process keeps running books per store (module
-level: the pool's jobs each build a :class:`TraceCache`, but a worker process
-lives on): bytes and writes since its last scan. It rescans (sizes, sweeps and
-evicts) only when its own writes since then pass :data:`HEADROOM` of the bound,
-or their count passes the number of files the last scan saw (at least
-:data:`MIN_WRITES_PER_SCAN`); each scan evicts down to ``1 - HEADROOM`` of the
-bound. Each write makes one file, so a scan of F files comes after at least F
-writes while the cache fills and ~F/10 once it is full (the headroom), and P
-processes writing at once exceed the bound by at most P headrooms (plus one file
-each).
-A shared on-disk index would be exact across processes, but it needs a lock
-and is one more file to corrupt; the directory itself stays the only truth.
+recently used first out; each process keeps running books per store and rescans
+(sizes, sweeps and evicts) only when its own writes since the last scan pass
+:data:`HEADROOM` of the bound or the number of files that scan saw (at least
+:data:`MIN_WRITES_PER_SCAN`): :mod:`tb_diagnostics.cache_books` says why.
 """
 
 from __future__ import annotations
@@ -63,16 +54,15 @@ import contextlib
 import errno
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from tb_diagnostics.cache_books import Books, books_for, record_write
 from tb_diagnostics.cache_format import model_from_buffer, model_parts
 from tb_diagnostics.cache_store import (
     CACHE_FORMAT,
@@ -175,25 +165,6 @@ def cache_for_logdir(logdir: str | os.PathLike[str] | None,
     return tc
 
 
-@dataclass
-class _Books:
-    """One process's view of one store (see the module docstring)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    owned: bool | None = None  # the marker was found or written; None: not looked yet
-    off: bool = False  # a full disk: no more writes in this process
-    warned: bool = False
-    scanning: bool = False
-    bytes_since: int = 0
-    writes_since: int = 0
-    budget: int | None = None  # bytes until the next scan; None: not scanned yet
-    files_seen: int = 0
-
-
-_BOOKS: dict[str, _Books] = {}
-_BOOKS_LOCK = threading.Lock()
-
-
 class TraceCache:
     """Built models and results on disk; every method is safe to call concurrently."""
 
@@ -243,12 +214,8 @@ class TraceCache:
                 (MODEL_SUFFIX, RESULTS_SUFFIX)))
 
     @property
-    def _books(self) -> _Books:
-        books = _BOOKS.get(self._books_key)
-        if books is not None:
-            return books
-        with _BOOKS_LOCK:
-            return _BOOKS.setdefault(self._books_key, _Books())
+    def _books(self) -> Books:
+        return books_for(self._books_key)
 
     # ---- models --------------------------------------------------------------
     def get_model(self, f: SpanFile) -> TraceModel | None:
@@ -375,26 +342,10 @@ class TraceCache:
     # ---- bookkeeping -----------------------------------------------------------
     def _account(self, written: int) -> None:
         """Add one write to this process's books; rescan when they say it is due."""
-        b = self._books
-        headroom = int(self.max_bytes * HEADROOM)
-        with b.lock:
-            b.bytes_since += written
-            b.writes_since += 1
-            budget = headroom if b.budget is None else b.budget
-            due = (b.bytes_since > budget
-                   or b.writes_since >= max(MIN_WRITES_PER_SCAN, b.files_seen))
-            if not due or b.scanning:
-                return
-            b.scanning = True
-            b.bytes_since = b.writes_since = 0
-        try:
-            total, n = self.rescan()
-        finally:
-            with b.lock:
-                b.scanning = False
-        with b.lock:
-            b.files_seen = n
-            b.budget = max(0, min(headroom, self.max_bytes - total))
+        # The schedule's constants are read here, at each write, from this module.
+        record_write(self._books, written, max_bytes=self.max_bytes,
+                     headroom=int(self.max_bytes * HEADROOM),
+                     min_writes=MIN_WRITES_PER_SCAN, rescan=self.rescan)
 
     def entries(self) -> list[Entry]:
         """Every entry: its key, its files, their bytes and its last use."""
