@@ -43,7 +43,31 @@ KB = 1024
 
 #: Per compute capability (major, minor): resident blocks per SM, warp slots per SM, shared
 #: memory per SM and the opt-in maximum per block (bytes), 32-bit registers per block.
-#: CUDA C++ Programming Guide, "Technical Specifications per Compute Capability".
+#:
+#: Sources, checked value by value:
+#:
+#: - 7.5 to 12.x: the CUDA Programming Guide, "Compute Capabilities", Table 30 "Device and
+#:   Streaming Multiprocessor (SM) Information per Compute Capability" (resident blocks 16 /
+#:   32 / 16 / 16 / 24 / 32 / 32 / 32 / 24 / 24 and warps 32 / 64 / 48 / 48 / 48 / 64 / 64 /
+#:   64 / 48 / 48 for 7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.x) and Table 31
+#:   "Memory Information per Compute Capability" (64 K registers per SM and per block; shared
+#:   memory per SM / per block 64/64, 164/163, 100/99, 164/163, 100/99 KB, 228/227 KB for 9.0,
+#:   10.x and 11.0, 100/99 KB for 12.x),
+#:   docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabilities.html; the
+#:   legacy CUDA C++ Programming Guide's Table 27 (same figures, 7.5 to 12.0),
+#:   docs.nvidia.com/cuda/cuda-c-programming-guide/#features-and-technical-specifications.
+#: - 5.x to 7.2, which those tables no longer list: the legacy guide's architecture sections
+#:   (shared memory 64 KB on 5.0, 5.3, 6.0 and 6.2, 96 KB on 5.2, 6.1 and 7.0/7.2 Volta; a
+#:   block may address all 96 KB on Volta, 48 KB before it), cuda_occupancy.h's
+#:   cudaOccMaxBlocksPerMultiprocessor (32 resident blocks for majors 5 and 6 and for 7.x
+#:   other than Turing's 16), and the guide's 6.1 column as reproduced at
+#:   ashburnlee.github.io (64 warps, 64 K registers per SM and per block). The 32 K registers
+#:   per block of 5.3 and 6.2 (Tegra) are the older guide's figure, not re-read here.
+#: - 11.0 (Jetson Thor) pairs 228 KB of shared memory with 48 warps and 24 blocks: Table 30
+#:   groups it with 12.x, Table 31 with 9.0 and 10.x.
+#:
+#: The Kineto estimate reproduces exactly on every kernel of the shared traces at 7.0, 8.0
+#: and 9.0 (tests/test_occupancy.py); the other rows rest on the tables above.
 _CC_TABLE: dict[tuple[int, int], tuple[int, int, int, int, int]] = {
     (5, 0): (32, 64, 64 * KB, 48 * KB, 64 * KB),
     (5, 2): (32, 64, 96 * KB, 48 * KB, 64 * KB),
@@ -60,11 +84,22 @@ _CC_TABLE: dict[tuple[int, int], tuple[int, int, int, int, int]] = {
     (8, 9): (24, 48, 100 * KB, 99 * KB, 64 * KB),
     (9, 0): (32, 64, 228 * KB, 227 * KB, 64 * KB),
     (10, 0): (32, 64, 228 * KB, 227 * KB, 64 * KB),
+    (10, 3): (32, 64, 228 * KB, 227 * KB, 64 * KB),
+    (11, 0): (24, 48, 228 * KB, 227 * KB, 64 * KB),
+    (12, 0): (24, 48, 100 * KB, 99 * KB, 64 * KB),
+    (12, 1): (24, 48, 100 * KB, 99 * KB, 64 * KB),
 }
 REGS_PER_SM = 64 * KB  # every capability in the table
 MAX_REGS_PER_THREAD = 255
 DEFAULT_SMEM_PER_BLOCK = 48 * KB  # without the opt-in attribute
-REG_ALLOCATION_UNIT = 256  # registers, per warp (cuda_occupancy.h)
+#: Registers are allocated per warp in units of 256 on every major from 3 on
+#: (cuda_occupancy.h, cudaOccRegAllocationGranularity); shared memory in units of 256 bytes
+#: up to major 7 and 128 from 8 on (cudaOccSMemAllocationGranularity); 4 register
+#: sub-partitions per SM except 2 on 6.0 (cudaOccSubPartitionsPerMultiprocessor); from 8.0
+#: the driver reserves 1 KB of shared memory per block (cudaOccSMemPerBlock adds
+#: reservedSharedMemPerBlock; the guide: "The 1 KB of shared memory not made available to a
+#: thread block is reserved for system use").
+REG_ALLOCATION_UNIT = 256
 WARP_SIZE = 32
 
 
