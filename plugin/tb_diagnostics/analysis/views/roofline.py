@@ -20,24 +20,23 @@ bound (:mod:`..cost.bounds`: a custom op with shapes but no formula, a KV-cache
 attention) is not modelled: it gets ``bound_us`` (bytes / bandwidth, a bound on its
 time), no ideal time, no bound class, and no FLOPs in the step figures.
 
-The precision of a product comes from its input types (bf16/fp16/fp8/fp4/int8 at once;
-fp4/fp6 on a part without FP4/FP6 math is rated at bf16, to which its kernels dequantise);
-fp32 inputs run as TF32 when the kernel is a TF32 tensor-op kernel, else on the CUDA
-cores. Memory-side ops run on the vector units, so their ceiling is the fp32 (fp64)
-peak. Per step: FLOPs, achieved TFLOP/s over the wall time, and FLOP utilisation
-(MFU in hardware FLOPs) against the peak of the step's dominant precision.
+The precision of a product (:mod:`.roofline_precision`) comes from its input types
+(bf16/fp16/fp8/fp4/int8 at once; fp4/fp6 on a part without FP4/FP6 math is rated at bf16,
+to which its kernels dequantise); fp32 inputs run as TF32 when the kernel is a TF32
+tensor-op kernel, else on the CUDA cores. Memory-side ops run on the vector units, so
+their ceiling is the fp32 (fp64) peak. Per step: FLOPs, achieved TFLOP/s over the wall
+time, and FLOP utilisation (MFU in hardware FLOPs) against the peak of the step's
+dominant precision.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tb_diagnostics.analysis.cost.host_link import HOST_COPY, PAGEABLE_COPY, HostLink, host_link
 from tb_diagnostics.analysis.cost.peaks import (
-    PEAK_KEYS,
     DevicePeaks,
     PeaksFileError,
     lookup,
@@ -47,22 +46,20 @@ from tb_diagnostics.analysis.intervals import Intervals, covered, union_of_rows,
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.op_costs import OpGroup, op_costs
+
+# The precision tables and the peak key stay importable from here (kernels.py reads them).
+from tb_diagnostics.analysis.views.roofline_precision import KERNEL_PRECISION as KERNEL_PRECISION
+from tb_diagnostics.analysis.views.roofline_precision import (
+    PRODUCT_PRECISIONS as PRODUCT_PRECISIONS,
+)
+from tb_diagnostics.analysis.views.roofline_precision import TF32_KERNEL as TF32_KERNEL
+from tb_diagnostics.analysis.views.roofline_precision import (
+    group_precisions,
+    peak_precision,
+)
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.trace.categories import Kind
 
-#: fp32 GEMM/conv kernels that run on Tensor Cores in TF32 (cuBLAS, cuBLASLt, CUTLASS).
-TF32_KERNEL = re.compile(r"tf32|tensorop_s\d|s1688|s16816|s1684", re.I)
-#: Without recorded types, the precision a kernel's name gives away.
-KERNEL_PRECISION = [
-    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.I)),
-    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
-    ("int8", re.compile(r"i8816|imma|int8|s8s8", re.I)),
-    ("fp16", re.compile(r"f16|fp16|half|h884|h1688|h16816|hmma|hgemm", re.I)),
-    ("tf32", TF32_KERNEL),
-    ("fp64", re.compile(r"dgemm|f64|double", re.I)),
-    ("fp32", re.compile(r"sgemm|scudnn|simt|<float|f32f32_f32f32|gemm_f32|fp32", re.I)),
-]
-PRODUCT_PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 BOUNDS = ("compute", "memory", "host-link")
 
 
@@ -144,56 +141,6 @@ def span_peaks(analysis: SpanAnalysis) -> tuple[DevicePeaks | None, str | None]:
     return lookup(name, analysis.model.used_device_properties, overrides), None
 
 
-def _kernel_precision(names: list[str]) -> str | None:
-    for precision, pattern in KERNEL_PRECISION:
-        if any(pattern.search(n) for n in names):
-            return precision
-    return None
-
-
-def _precisions(analysis: SpanAnalysis, groups: list[OpGroup], activity_group: np.ndarray,
-                ) -> list[str | None]:
-    """Each group's precision: from its input types, refined (fp32 → tf32) or supplied
-    (no types recorded) by the names of the kernels it launched."""
-    m = analysis.model
-    out: list[str | None] = [g.cost.precision if g.cost else None for g in groups]
-    if analysis.cpu_only:
-        return out
-    acts = m.device_activity_rows
-    kernels = (m.kind[acts] == Kind.KERNEL) & (activity_group >= 0)
-    if not kernels.any():
-        return out
-    pairs = np.unique(np.stack([activity_group[kernels].astype(np.int64),
-                                m.name[acts][kernels].astype(np.int64)]), axis=1)
-    names_of: dict[int, list[str]] = {}
-    for g, sid in pairs.T.tolist():
-        names_of.setdefault(g, []).append(m.strings[sid])
-    for g, names in names_of.items():
-        cost = groups[g].cost
-        if cost is None or not cost.tensor_op:
-            continue
-        if cost.precision == "fp32" and any(TF32_KERNEL.search(n) for n in names):
-            out[g] = "tf32"
-        elif cost.precision is None:
-            out[g] = _kernel_precision(names)
-    return out
-
-
-def peak_precision(precision: str | None, tensor_op: bool, peaks: DevicePeaks | None,
-                   ) -> str | None:
-    """The peak-table key that is a group's compute ceiling."""
-    if not tensor_op:  # vector units: the dtype of a copy or a gather does not matter
-        return "fp64" if precision == "fp64" else "fp32"
-    if precision is None:
-        return None
-    key = precision if precision in PRODUCT_PRECISIONS else "fp32"
-    if key in ("fp4", "fp6") and (key not in PEAK_KEYS or (
-            peaks is not None and peaks.peak(key) is None)):
-        # No FP4/FP6 math on this part (or in the table): the kernels dequantise to 16 bits.
-        key = "bf16"
-    if peaks is not None and peaks.peak(key) is None and key != "fp32":
-        key = "fp32"  # e.g. bf16 on a V100: emulated on the CUDA cores
-    return key
 
 
 #: Up to this many groups, each group's union is merged on its own (no full-length copies of
@@ -245,7 +192,7 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
     act_rows = oc.rows if analysis.cpu_only else m.device_activity_rows
     device_us = _group_union(oc.activity_group, act_rows, m.start, m.end, n_groups)
     calls = np.bincount(oc.group, minlength=n_groups)
-    precisions = _precisions(analysis, groups, oc.activity_group)
+    precisions = group_precisions(analysis, groups, oc.activity_group)
     bw = peaks.bandwidth_gbps if peaks is not None else None
     link = None if analysis.cpu_only else host_link(m.device_name, m.used_device_properties)
     link_bytes, link_share, pageable = _host_copies(analysis, oc.activity_group, n_groups,
