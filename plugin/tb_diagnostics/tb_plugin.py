@@ -17,6 +17,10 @@ Routes (under ``/data/plugin/diagnostics``), each thin over
   tree and timeline (``step=all`` for a span without ProfilerStep# events);
 - ``/progress``: loads in flight and the cache's size;
 - ``/run?run=``: the run's ranks × steps table and run-level findings (202 while loading).
+- ``/timeline?run=&worker=&span=[&t0=&t1=&width=]``: the span's timeline in a time range,
+  level of detail decided on the server (analysis/span_timeline.py);
+- ``/chrome_trace?run=&worker=&span=[&step=N]``: the span or one step as a gzipped
+  Chrome-trace JSON download, for ui.perfetto.dev.
 
 Every route is GET (and HEAD) only: other methods get 405. Names travel exact: a
 query's percent-escapes that are not UTF-8 (``run=caf%E9``, a Latin-1 directory)
@@ -102,6 +106,8 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
             "/run": self._serve_run,
             "/compare": self._serve_compare,
             "/view": self._serve_view,
+            "/timeline": self._serve_timeline,
+            "/chrome_trace": self._serve_chrome_trace,
         }
         return {route: _get_only(app) for route, app in apps.items()}
 
@@ -146,6 +152,28 @@ class DiagnosticsPlugin(base_plugin.TBPlugin):
         a = query_args(request)
         return _call(request, self.provider.view, a.get("name"), a.get("run"), a.get("worker"),
                      a.get("span"), a)
+
+    @wrappers.Request.application
+    def _serve_timeline(self, request: wrappers.Request) -> wrappers.Response:
+        a = query_args(request)
+        return _call(request, self.provider.span_timeline, a.get("run"), a.get("worker"),
+                     a.get("span"), a.get("t0"), a.get("t1"), a.get("width"))
+
+    @wrappers.Request.application
+    def _serve_chrome_trace(self, request: wrappers.Request) -> wrappers.Response:
+        a = query_args(request)
+        try:
+            body, name = self.provider.chrome_trace(a.get("run"), a.get("worker"),
+                                                    a.get("span"), a.get("step"))
+        except RequestError as exc:
+            return _json(request, {"error": exc.message}, exc.code)
+        # A download (the browser saves it; the user opens it in ui.perfetto.dev).
+        plain = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_"
+                        for c in name)
+        exact = quote(name, errors="surrogateescape")
+        return http_util.Respond(request, body, "application/gzip", headers=[
+            ("Content-Disposition", f"attachment; filename=\"{plain}\"; "
+                                    f"filename*=UTF-8''{exact}")])
 
     @wrappers.Request.application
     def _serve_run(self, request: wrappers.Request) -> wrappers.Response:

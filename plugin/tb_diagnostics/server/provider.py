@@ -42,6 +42,12 @@ class NotFound(RequestError):
     code = 404
 
 
+class Unavailable(RequestError):
+    """Known but not servable now (still loading, unreadable): 409."""
+
+    code = 409
+
+
 class DataProvider:
     """Everything the tab's routes need, with no HTTP in it."""
 
@@ -181,6 +187,56 @@ class DataProvider:
             raise BadRequest(str(exc)) from None
         return 200, {"status": "ready", "view": name, **doc}
 
+    def span_timeline(self, run: str, worker: str, span: str, t0: str | None,
+                      t1: str | None, width: str | None) -> tuple[int, dict[str, Any]]:
+        """The span's timeline in ``[t0, t1]`` at ``width`` pixels, level of detail decided
+        here (:mod:`~tb_diagnostics.analysis.span_timeline`); 202 while the span loads."""
+        from tb_diagnostics.analysis.span_timeline import SpanTimelineError, span_timeline
+
+        lo, hi = _opt_float("t0", t0), _opt_float("t1", t1)
+        px = int(_opt_float("width", width) or 1200)
+        code, got = self._analysis(run, worker, span)
+        if isinstance(got, dict):  # loading, or an error
+            return code, got
+        try:
+            return 200, {"status": "ready", **span_timeline(got, lo, hi, px)}
+        except SpanTimelineError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def chrome_trace(self, run: str, worker: str, span: str, step: str | None
+                     ) -> tuple[bytes, str]:
+        """The span (or one step of it) as gzipped Chrome-trace JSON and its file name
+        (:mod:`~tb_diagnostics.trace.chrome_export`); 409 until the span is loaded."""
+        from tb_diagnostics.analysis.span_timeline import file_range
+        from tb_diagnostics.errors import TraceLoadError
+        from tb_diagnostics.trace.chrome_export import export_file
+
+        _, got = self._analysis(run, worker, span)
+        if isinstance(got, dict):
+            raise Unavailable(got.get("error") or "the span is still loading: open it first")
+        f = self._locate(run, worker, span).file
+        index = _step_index(got.windows, step) if step else None
+        try:
+            return export_file(f.url, f.relpath, file_range(got, index),
+                               "" if index is None else f".step{step}")
+        except TraceLoadError as exc:
+            raise Unavailable(str(exc)) from None
+
+    def _analysis(self, run: str, worker: str, span: str) -> tuple[int, Any]:
+        """(200, the span's analysis) or (code, the payload dict that says why there is
+        none: 202 while it loads, 200 with its error)."""
+        now = self._locate(run, worker, span)
+        if now.problem:
+            return 200, _error(self.loader.refuse(now.file, now.problem))
+        got = self.loader.get(now.file, need_analysis=True)
+        if isinstance(got, Progress):
+            return 202, {"status": "loading", "progress": got.to_dict()}
+        if got.error:
+            return 200, _error(got)
+        if got.analysis is None:  # evicted between the two looks: reload
+            return 202, {"status": "loading", "progress": Progress(file=now.file).to_dict()}
+        return 200, got.analysis
+
     def run_document(self, run: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The run as a report run document built from its spans' summaries, and the
         progress of the spans still loading (starting their loads)."""
@@ -315,6 +371,15 @@ def _step_index(windows: list, step: str | None) -> int:
             return w.index
     known = ", ".join(str(w.step) for w in windows if w.step is not None) or "none"
     raise NotFound(f"no step {n} in this span (steps: {known})")
+
+
+def _opt_float(name: str, text: str | None) -> float | None:
+    if text is None or text == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, not {text!r}") from None
 
 
 def _parse_rows(text: str | None) -> tuple[int, ...]:

@@ -1,0 +1,340 @@
+"""The timeline across a whole span, with the level of detail decided on the server.
+
+A 500 MB trace holds millions of events; a browser canvas draws a few thousand
+rectangles per frame. :func:`span_timeline` answers "what is visible in
+``[t0, t1]`` drawn ``width`` pixels wide" with at most ``max_items`` items, in
+the same columnar payload as the step timeline (:mod:`.timeline`), so the same
+drawing code draws it:
+
+- an event at least one bin wide (a bin starts as one pixel: ``(t1 - t0) /
+  width``) is sent as itself;
+- the narrower ones are merged, per lane row, into one item per bin: its start,
+  its end, how many events it holds, their busy time, and the name with the most
+  busy time in it (the "dominant" name). Their counts and busy times add up to
+  the raw events in range, so nothing disappears, it only merges;
+- when even that is more than ``max_items`` items (many rows, each busy in every
+  pixel), the bin doubles until it fits.
+
+The per-row layout (lane order, nesting depth, rows sorted by start) is built
+once per span (:func:`span_rows`, memoized); a request is a binary search per
+lane row and a few whole-array passes over the events in range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.analysis.dispatch import KIND_LABEL
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.timeline import (
+    _SKIP_KINDS,
+    MAX_DEPTH,
+    MAX_NAME,
+    _lane_order,
+    step_range,
+)
+from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.chrome_export import file_clock_offset
+from tb_diagnostics.trace.nesting import previous_greater
+
+#: Items (single events plus merged bins) per response: what a canvas redraws
+#: on every pan without stutter, and ~300 kB of JSON at most.
+MAX_ITEMS = 5000
+#: Step boundaries per response; a span of more steps in view gets every k-th.
+MAX_STEPS = 1000
+#: Widths a request may ask for (pixels): a phone's canvas to a 8K screen.
+MIN_WIDTH, MAX_WIDTH = 50, 8000
+
+
+class SpanTimelineError(ValueError):
+    """A request this module cannot answer (a bad range or width)."""
+
+
+@dataclass(frozen=True)
+class SpanRows:
+    """Every drawn event of a span laid out once: lane rows, each sorted by start."""
+
+    lanes: list[int]  # model lane ids, in display order
+    lane_depth: np.ndarray  # rows used by each displayed lane
+    order: np.ndarray  # model rows, sorted by (display row key, start)
+    start: np.ndarray  # their start and end (µs since the model origin)
+    end: np.ndarray
+    keys: np.ndarray  # the display row keys present (lane position * MAX_DEPTH + depth)
+    bounds: np.ndarray  # order[bounds[i]:bounds[i + 1]] is row keys[i]
+    deep_start: np.ndarray  # events nested deeper than MAX_DEPTH: sorted starts
+    deep_end: np.ndarray  # and, separately, sorted ends (counted, not drawn)
+    extent: tuple[float, float]  # the span's first start and last end
+    step_index: np.ndarray  # the step windows: index, number (-1: none), bounds
+    step_number: np.ndarray
+    step_start: np.ndarray
+    step_end: np.ndarray
+    step_host_start: np.ndarray
+    step_host_end: np.ndarray
+
+
+def chain_depth(parent: np.ndarray) -> np.ndarray:
+    """Each element's number of ancestors along ``parent`` (-1: none), by pointer jumping:
+    log2(deepest chain) whole-array passes instead of a walk per element."""
+    depth = (parent >= 0).astype(np.int32)
+    nxt = parent.astype(np.int64, copy=True)
+    while True:
+        live = np.flatnonzero(nxt >= 0)
+        if not live.size:
+            return depth
+        p = nxt[live]
+        depth[live] += depth[p]
+        nxt[live] = nxt[p]
+
+
+@computed
+def span_rows(analysis: SpanAnalysis) -> SpanRows:
+    """The span's drawn events as lane rows (built once per span).
+
+    Depth is the stack level of the step timeline's walk (:func:`.timeline._depths`)
+    in closed form: an event's parent on its lane is the latest earlier event that
+    ends after it starts (:func:`~tb_diagnostics.trace.nesting.previous_greater`),
+    and its depth is the length of that chain. Events at the same depth of one lane
+    never overlap, so within a row both starts and ends are sorted.
+    """
+    m = analysis.model
+    rows = np.flatnonzero(~np.isin(m.kind, np.asarray(sorted(_SKIP_KINDS), dtype=np.uint8)))
+    lane = m.lane[rows].astype(np.int64)
+    by_lane = np.argsort(lane, kind="stable")  # lane by lane, each in start order
+    rows, lane = rows[by_lane], lane[by_lane]
+    start, end = m.start[rows], m.end[rows]
+    found = previous_greater(end, start)
+    first = np.zeros(rows.shape[0], dtype=np.int64)  # each lane's first position
+    if rows.size:
+        changes = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+        first[changes] = changes
+        np.maximum.accumulate(first, out=first)
+    parent = np.where(found >= first, found, -1)
+    depth = chain_depth(parent)
+
+    deep = depth >= MAX_DEPTH
+    keep = ~deep
+    step_lane = next((int(m.lane[w.row]) for w in analysis.windows if w.row >= 0), -1)
+    used = _lane_order(analysis, np.unique(lane[keep]).tolist(), step_lane)
+    pos = np.full(len(m.lanes), -1, dtype=np.int64)
+    pos[np.asarray(used, dtype=np.int64)] = np.arange(len(used))
+    key = pos[lane[keep]] * MAX_DEPTH + depth[keep]
+    o = np.argsort(key, kind="stable")  # stable: each row stays in start order
+    key = key[o]
+    order = rows[keep][o]
+    keys, first_at = np.unique(key, return_index=True)
+    lane_depth = np.zeros(len(used), dtype=np.int64)
+    if keys.size:
+        np.maximum.at(lane_depth, keys // MAX_DEPTH, keys % MAX_DEPTH + 1)
+
+    w = analysis.windows
+    kept_start, kept_end = m.start[order], m.end[order]
+    extent = ((float(kept_start.min()), float(kept_end.max())) if order.size else
+              (min((x.host_start for x in w), default=0.0),
+               max((x.host_end for x in w), default=1.0)))
+    return SpanRows(
+        lanes=used, lane_depth=lane_depth, order=order, start=kept_start, end=kept_end,
+        keys=keys, bounds=np.append(first_at, order.shape[0]),
+        deep_start=np.sort(start[deep]), deep_end=np.sort(end[deep]), extent=extent,
+        step_index=np.asarray([x.index for x in w], dtype=np.int64),
+        step_number=np.asarray([-1 if x.step is None else x.step for x in w], dtype=np.int64),
+        step_start=np.asarray([x.start for x in w], dtype=np.float64),
+        step_end=np.asarray([x.end for x in w], dtype=np.float64),
+        step_host_start=np.asarray([x.host_start for x in w], dtype=np.float64),
+        step_host_end=np.asarray([x.host_end for x in w], dtype=np.float64),
+    )
+
+
+def _in_range(sr: SpanRows, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``sr.order`` of the events overlapping ``(t0, t1)``, row by row, and
+    the index into ``sr.keys`` of each one's row."""
+    lo, hi = sr.bounds[:-1], sr.bounds[1:]
+    a = np.empty(lo.shape[0], dtype=np.int64)
+    b = np.empty(lo.shape[0], dtype=np.int64)
+    for i, (x, y) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+        # Sorted ends and starts within a row: the first that ends after t0, the
+        # first that starts at or after t1.
+        a[i] = x + int(np.searchsorted(sr.end[x:y], t0, side="right"))
+        b[i] = x + int(np.searchsorted(sr.start[x:y], t1, side="left"))
+    counts = np.maximum(b - a, 0)
+    total = int(counts.sum())
+    row_of = np.repeat(np.arange(lo.shape[0], dtype=np.int64), counts)
+    base = np.repeat(a - (np.cumsum(counts) - counts), counts)
+    return base + np.arange(total, dtype=np.int64), row_of
+
+
+def _first_bin(counts: np.ndarray, span: float, px: float, budget: int) -> float:
+    """The smallest bin (one pixel, doubled) at which the rows' bins could fit the
+    budget: a row holds at most one item per bin and at most one per event."""
+    b = px
+    while b < span and int(np.minimum(counts, math.ceil(span / b) + 1).sum()) > budget:
+        b *= 2
+    return b
+
+
+def _dominant(gid: np.ndarray, name: np.ndarray, busy: np.ndarray, n_groups: int
+              ) -> np.ndarray:
+    """Per group, the position of an element whose name has the most busy time in it."""
+    code = gid * (int(name.max()) + 1 if name.size else 1) + name
+    o = np.argsort(code, kind="stable")
+    c = code[o]
+    runs = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    run_busy = np.add.reduceat(busy[o], runs) if runs.size else np.zeros(0)
+    run_gid = gid[o[runs]]
+    # Highest busy last within each group, then the last run of each group.
+    pick = np.lexsort((run_busy, run_gid))
+    last = np.flatnonzero(np.r_[run_gid[pick][1:] != run_gid[pick][:-1], True])
+    out = np.empty(n_groups, dtype=np.int64)
+    out[run_gid[pick][last]] = o[runs[pick][last]]
+    return out
+
+
+def span_timeline(analysis: SpanAnalysis, t0: float | None = None, t1: float | None = None,
+                  width: int = 1200, max_items: int = MAX_ITEMS,
+                  max_name: int = MAX_NAME) -> dict[str, Any]:
+    """The span's timeline in ``[t0, t1]`` (µs since the model origin; the span's extent
+    where not given) for a canvas ``width`` pixels wide: at most ``max_items`` items."""
+    sr = span_rows(analysis)
+    lo = sr.extent[0] if t0 is None else float(t0)
+    hi = sr.extent[1] if t1 is None else float(t1)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise SpanTimelineError("t0 and t1 must be finite numbers (µs)")
+    if hi <= lo:
+        if t0 is None and t1 is None:
+            hi = lo + 1.0  # a span of zero-length events
+        else:
+            raise SpanTimelineError(f"t1 ({hi}) must be after t0 ({lo})")
+    if not MIN_WIDTH <= width <= MAX_WIDTH:
+        raise SpanTimelineError(f"width must be {MIN_WIDTH}..{MAX_WIDTH} pixels, not {width}")
+    m = analysis.model
+    idx, row_of = _in_range(sr, lo, hi)
+    total = int(idx.shape[0])
+    cs = np.maximum(sr.start[idx], lo)
+    ce = np.minimum(sr.end[idx], hi)
+    vis = ce - cs
+    span = hi - lo
+    counts = np.bincount(row_of, minlength=sr.keys.shape[0])
+    b = _first_bin(counts, span, span / width, max_items)
+    while True:
+        wide = vis >= b
+        narrow = np.flatnonzero(~wide)
+        n_bins = math.ceil(span / b) + 1
+        bin_key = row_of[narrow] * n_bins + np.minimum(((cs[narrow] - lo) // b).astype(np.int64),
+                                                       n_bins - 1)
+        starts = np.flatnonzero(np.r_[True, bin_key[1:] != bin_key[:-1]]) if narrow.size \
+            else np.zeros(0, dtype=np.int64)
+        if int(wide.sum()) + starts.shape[0] <= max_items or b >= span:
+            break
+        b *= 2
+    single = np.flatnonzero(wide)
+
+    # The merged bins.
+    n_groups = starts.shape[0]
+    g_count = np.diff(np.append(starts, narrow.shape[0]))
+    g_busy = np.add.reduceat(vis[narrow], starts) if n_groups else np.zeros(0)
+    g_start = cs[narrow[starts]] if n_groups else np.zeros(0)
+    g_end = np.maximum.reduceat(ce[narrow], starts) if n_groups else np.zeros(0)
+    gid = np.repeat(np.arange(n_groups, dtype=np.int64), g_count)
+    narrow_rows = sr.order[idx[narrow]]
+    dom = _dominant(gid, m.name[narrow_rows].astype(np.int64), vis[narrow], n_groups) \
+        if n_groups else np.zeros(0, dtype=np.int64)
+    g_model = narrow_rows[dom]
+    g_rowkey = row_of[narrow[starts]] if n_groups else np.zeros(0, dtype=np.int64)
+
+    # Singles and bins in one list, each lane row in start order (the hit test's order).
+    s_model = sr.order[idx[single]]
+    item_rowkey = np.concatenate([row_of[single], g_rowkey])
+    item_start = np.concatenate([cs[single], g_start])
+    item_end = np.concatenate([ce[single], g_end])
+    item_model = np.concatenate([s_model, g_model]).astype(np.int64)
+    is_bin = np.r_[np.zeros(single.shape[0], dtype=bool), np.ones(n_groups, dtype=bool)]
+    o = np.lexsort((item_start, item_rowkey))
+    item_rowkey, item_start, item_end = item_rowkey[o], item_start[o], item_end[o]
+    item_model, is_bin = item_model[o], is_bin[o]
+    bin_pos = np.flatnonzero(is_bin)
+    g_order = o[is_bin] - single.shape[0]  # which group each bin item is
+
+    key = sr.keys[item_rowkey]
+    return _payload(analysis, sr, (lo, hi), b, item_model, key // MAX_DEPTH,
+                    key % MAX_DEPTH, item_start, item_end, is_bin, bin_pos,
+                    g_count[g_order], g_busy[g_order], total, max_name)
+
+
+def _payload(analysis: SpanAnalysis, sr: SpanRows, rng: tuple[float, float], bin_us: float,
+             model_rows: np.ndarray, lane: np.ndarray, depth: np.ndarray, start: np.ndarray,
+             end: np.ndarray, is_bin: np.ndarray, bin_pos: np.ndarray, bin_count: np.ndarray,
+             bin_busy: np.ndarray, total: int, max_name: int) -> dict[str, Any]:
+    m = analysis.model
+    lo, hi = rng
+    sids, name_col = np.unique(m.name[model_rows], return_inverse=True)
+    names = [s if len(s) <= max_name else s[: max_name - 1] + "…"
+             for s in (m.strings[i] for i in sids.tolist())]
+    rows_out = np.where(is_bin, -1, model_rows)
+    # Launch → kernel links between two single events both in the answer.
+    pos_of = {r: i for i, r in enumerate(rows_out.tolist()) if r >= 0}
+    launcher = m.launcher[np.where(is_bin, 0, model_rows)] if model_rows.size else \
+        np.zeros(0, dtype=np.int64)
+    links = [[pos_of[int(launcher[i])], i] for i in np.flatnonzero(~is_bin & (launcher >= 0))
+             .tolist() if int(launcher[i]) in pos_of]
+    clipped = ~is_bin & ((m.start[model_rows] < lo) | (m.end[model_rows] > hi))
+    deep = int(np.searchsorted(sr.deep_start, hi, side="left")
+               - np.searchsorted(sr.deep_end, lo, side="right"))
+    return {
+        "mode": "span",
+        "range": {"start_us": round(lo, 3), "end_us": round(hi, 3)},
+        "extent": {"start_us": round(sr.extent[0], 3), "end_us": round(sr.extent[1], 3)},
+        # No one step's window: nothing is shaded as "outside the step".
+        "step_window": {"start_us": round(lo, 3), "end_us": round(hi, 3),
+                        "host_start_us": round(lo, 3), "host_end_us": round(hi, 3)},
+        "lanes": [{"label": m.lanes[ln].label, "device": m.lanes[ln].is_device,
+                   "depth": int(sr.lane_depth[i])} for i, ln in enumerate(sr.lanes)],
+        "names": names,
+        "events": {
+            "row": rows_out.tolist(),
+            "lane": lane.tolist(),
+            "depth": depth.tolist(),
+            "start_us": np.round(start, 3).tolist(),
+            "dur_us": np.round(end - start, 3).tolist(),
+            "name": name_col.tolist(),
+            "kind": [KIND_LABEL[Kind(k)] for k in m.kind[model_rows].tolist()],
+            "clipped": np.flatnonzero(clipped).tolist(),
+        },
+        "merged": {"index": bin_pos.tolist(), "count": bin_count.tolist(),
+                   "busy_us": np.round(bin_busy, 3).tolist()},
+        "bin_us": bin_us,
+        "links": links,
+        "highlight": [],
+        "steps": _steps(sr, lo, hi),
+        "shown": int(model_rows.shape[0]),
+        "single": int(model_rows.shape[0] - bin_pos.shape[0]),
+        "total": total,
+        "dropped": {"too_deep": max(deep, 0), "over_limit": 0},
+    }
+
+
+def _steps(sr: SpanRows, lo: float, hi: float) -> list[dict[str, Any]]:
+    """The step windows overlapping ``[lo, hi]`` (every k-th past MAX_STEPS)."""
+    a = np.minimum(sr.step_start, sr.step_host_start)
+    z = np.maximum(sr.step_end, sr.step_host_end)
+    hit = np.flatnonzero((a < hi) & (z > lo))
+    if hit.size > MAX_STEPS:
+        hit = hit[:: math.ceil(hit.size / MAX_STEPS)]
+    return [{"index": int(sr.step_index[i]),
+             "step": None if sr.step_number[i] < 0 else int(sr.step_number[i]),
+             "start_us": round(float(sr.step_start[i]), 3),
+             "end_us": round(float(sr.step_end[i]), 3),
+             "host_start_us": round(float(sr.step_host_start[i]), 3),
+             "host_end_us": round(float(sr.step_host_end[i]), 3)} for i in hit.tolist()]
+
+
+def file_range(analysis: SpanAnalysis, index: int | None) -> tuple[float, float] | None:
+    """Step ``index``'s timeline range (:func:`.timeline.step_range`) in the trace file's
+    own clock (what a Chrome-trace export cuts by); None for the whole span."""
+    if index is None:
+        return None
+    lo, hi = step_range(analysis, index)
+    off = file_clock_offset(analysis.model)
+    return lo + off, hi + off

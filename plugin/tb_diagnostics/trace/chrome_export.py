@@ -1,0 +1,133 @@
+"""A span, or a time range of it, as a Chrome-trace JSON file for ui.perfetto.dev.
+
+The profiler's file already is Chrome-trace JSON; what an export adds is the cut
+(one step out of a span of hundreds) and a file that loads anywhere: strict JSON,
+gzip-able. Events are copied byte for byte (``ph``, ``pid``/``tid`` as recorded,
+``ts``/``dur`` in µs, ``args`` kept), so Perfetto shows what the profiler wrote, not
+our model of it; the file's other keys (``baseTimeNanoseconds``, ``deviceProperties``,
+``distributedInfo``…) are kept too, so our own loader reads the export back with the
+same clock.
+
+Which events a range keeps, in the file's own clock ``[lo, hi)``:
+
+- complete events (``ph: X``) that overlap it: ``ts < hi`` and ``ts + dur > lo``
+  (an event of no duration: ``lo <= ts < hi``);
+- every other event with a time (instants, flows' ``s``/``f``, counters) at
+  ``lo <= ts < hi``;
+- metadata (``ph: M``: process and thread names, sort order), always.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from typing import Any
+
+import msgspec
+
+from tb_diagnostics.errors import TraceLoadError
+from tb_diagnostics.storage import open_binary
+from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.stream import TraceTooLarge, read_blocks, whole_file_limit
+
+#: Overlaps shorter than this (µs) are rounding, not overlap: the profiler writes
+#: times to the nanosecond, and the model's clock is the file's shifted by a float.
+EPS_US = 5e-4
+
+
+class _Head(msgspec.Struct, gc=False):
+    """What the cut reads of an event; anything else stays in its raw bytes."""
+
+    ph: Any = ""
+    ts: Any = None
+    dur: Any = None
+
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw] | list[msgspec.Raw])
+_EVENTS_RAW = msgspec.json.Decoder(list[msgspec.Raw])
+_EVENTS_HEAD = msgspec.json.Decoder(list[_Head])
+
+
+def file_clock_offset(model: TraceModel) -> float:
+    """What to add to a model time (µs since the model origin) to get the file's ``ts``.
+
+    The model's origin is the earliest event's ``ts`` plus ``baseTimeNanoseconds`` (as
+    µs) where the file has one (:mod:`.build`), so the file's clock is that less the base.
+    """
+    return model.origin_us - (model.meta.base_time_ns or 0.0) / 1000.0
+
+
+def read_json_bytes(url: str, shown: str) -> bytes:
+    """The trace file's JSON text (decompressed), within the loader's size limit."""
+    try:
+        with open_binary(url) as fh:
+            return b"".join(read_blocks(fh, limit=whole_file_limit()))
+    except TraceTooLarge as exc:
+        raise TraceLoadError(shown, str(exc)) from None
+    except OSError as exc:
+        raise TraceLoadError(shown, f"cannot read file ({exc})") from None
+
+
+def _number(v: Any) -> float | None:
+    if type(v) in (int, float) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def _keeps(head: _Head, lo: float, hi: float) -> bool:
+    if head.ph == "M":
+        return True
+    ts = _number(head.ts)
+    if ts is None:
+        return False
+    if head.ph == "X":
+        dur = _number(head.dur) or 0.0
+        if dur > 0:
+            return ts < hi - EPS_US and ts + dur > lo + EPS_US
+    return lo - EPS_US <= ts < hi - EPS_US
+
+
+def chrome_trace(data: bytes, shown: str, file_range: tuple[float, float] | None = None
+                 ) -> bytes:
+    """The Chrome-trace JSON of ``data`` (a trace file's JSON text): every event, or those
+    of ``file_range`` (the file's clock, µs), with the file's other keys."""
+    try:
+        top = _TOP.decode(data)
+        if isinstance(top, list):  # the bare-array form
+            events_raw, rest = top, {}
+            heads = _EVENTS_HEAD.decode(data) if file_range else []
+        else:
+            rest = {k: v for k, v in top.items() if k != "traceEvents"}
+            raw = top.get("traceEvents")
+            events_raw = _EVENTS_RAW.decode(raw) if raw is not None else []
+            heads = _EVENTS_HEAD.decode(raw) if raw is not None and file_range else []
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceLoadError(shown, "cannot export: the file is not strict JSON with a "
+                             f"traceEvents array ({exc}); Perfetto would not load it "
+                             "either") from None
+    if file_range is None:
+        kept = events_raw
+    else:
+        lo, hi = file_range
+        kept = [r for r, hd in zip(events_raw, heads, strict=True) if _keeps(hd, lo, hi)]
+    parts = [b'{"traceEvents":[', b",".join(bytes(r) for r in kept), b"]"]
+    for k, v in rest.items():
+        parts += [b",", msgspec.json.encode(k), b":", bytes(v)]
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def gzipped(data: bytes) -> bytes:
+    """``data`` gzip-compressed (level 6: a 200 MB trace in seconds, ~10x smaller)."""
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def export_file(url: str, shown: str, file_range: tuple[float, float] | None,
+                suffix: str = "") -> tuple[bytes, str]:
+    """The trace file at ``url`` (or ``file_range`` of it) as gzipped Chrome-trace JSON,
+    and a file name for it: the trace's own name with ``suffix`` (``.step12``)."""
+    data = chrome_trace(read_json_bytes(url, shown), shown, file_range)
+    base = shown.rsplit("/", 1)[-1]
+    for end in (".gz", ".json", ".pt.trace"):
+        base = base.removesuffix(end)
+    return gzipped(data), f"{base}{suffix}.pt.trace.json.gz"
