@@ -3,7 +3,9 @@
 Each field becomes a numpy column through one list comprehension over the
 complete events (no per-event Python work beyond attribute reads), then numpy
 does the rest: ordering, lane assignment, the host nesting (:mod:`.nesting`)
-and the launch join.
+and the launch join (:mod:`.launches`, with the kernels' launch attributes). Which
+optional columns the builder keeps, and how narrow they are stored, is
+:mod:`.build_columns`.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from typing import Any
 import numpy as np
 
 from tb_diagnostics.errors import TraceLoadError
+from tb_diagnostics.trace.build_columns import (
+    ABSENT_VALUE,
+    INT16_LIMIT,
+    STRING_ID_KEYS,
+    stored_columns,
+)
 from tb_diagnostics.trace.categories import (
     CATEGORY_KIND,
-    DEVICE_ACTIVITY_KINDS,
     DEVICE_KINDS,
-    LAUNCHER_KINDS,
     Kind,
     keeps_concrete_inputs,
 )
@@ -31,12 +37,12 @@ from tb_diagnostics.trace.columns import (
     digits,
     ints,
     link_ids,
-    narrow_ids,
     take,
     writable,
 )
-from tb_diagnostics.trace.decode import ABSENT, NO_RAW, TS_NOT_A_NUMBER
+from tb_diagnostics.trace.decode import ABSENT, TS_NOT_A_NUMBER
 from tb_diagnostics.trace.interner import Interner
+from tb_diagnostics.trace.launches import join_launches, launch_resources, launch_shapes
 from tb_diagnostics.trace.model import NO_ID, Lane, TraceMeta, TraceModel
 from tb_diagnostics.trace.nesting import nest
 from tb_diagnostics.trace.side_events import SideEvents
@@ -59,22 +65,6 @@ _ABSURD_DUR = "negative or absurd dur (taken as 0)"
 #: start to its last): Kineto records seconds to minutes, and such a dur is garbage that
 #: would stretch a step over years.
 _LONGEST_PLAUSIBLE_US = 86_400e6
-
-
-def _launch_shape(a: Any) -> bytes:
-    """``[grid, block]`` as JSON text for kernels that record them, else empty."""
-    if not a.grid and not a.block:
-        return b""
-    return b"[" + (bytes(a.grid) or b"null") + b"," + (bytes(a.block) or b"null") + b"]"
-
-
-def _launch_resources(a: Any) -> bytes:
-    """``[registers per thread, shared memory, est. achieved occupancy %]`` as JSON text
-    for kernels that record any of them, else empty."""
-    if a.registers is NO_RAW and a.shared_memory is NO_RAW and a.occupancy is NO_RAW:
-        return b""
-    return (b"[" + (bytes(a.registers) or b"null") + b"," + (bytes(a.shared_memory) or b"null")
-            + b"," + (bytes(a.occupancy) or b"null") + b"]")
 
 
 def build_model(doc: Any, path: str) -> TraceModel:
@@ -116,7 +106,7 @@ class ModelBuilder:
         for k, v in cols.items():
             column = self.columns.get(k)
             if column is None:
-                column = self.columns[k] = GrowingColumn(v.dtype, _ABSENT_VALUE.get(k))
+                column = self.columns[k] = GrowingColumn(v.dtype, ABSENT_VALUE.get(k))
             column.extend(v)
 
     def add(self, events: list) -> None:
@@ -197,32 +187,13 @@ class ModelBuilder:
             dims=intern.raw([a.input_dims for a in args], compact=True),
             types=intern.raw([a.input_type for a in args]),
             concrete=self._concrete(name, args),
-            shape=self._launch_shapes(args),
-            resources=self._launch_resources(args),
+            shape=launch_shapes(intern, args),
+            resources=launch_resources(intern, args),
         )
         if renumbered:
             self._count(_RENUMBERED, int(np.logical_or.reduce(renumbered).sum()))
         if others:
             self.side.add(others)
-
-    def _launch_shapes(self, args: list) -> np.ndarray:
-        """Kernels' ``[grid, block]`` (NO_ID for the rest). Only kernels record them: a
-        batch without any (every CPU trace) is answered by two C-speed counts."""
-        n = len(args)
-        if [a.grid for a in args].count(NO_RAW) == n and \
-                [a.block for a in args].count(NO_RAW) == n:
-            return constant(NO_ID, n, np.int32)
-        return self.intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
-                                else _launch_shape(a) for a in args], compact=True)
-
-    def _launch_resources(self, args: list) -> np.ndarray:
-        """Kernels' ``[registers, shared memory, occupancy %]`` (NO_ID for the rest), with
-        the same C-speed answer for a batch without any."""
-        n = len(args)
-        if [a.registers for a in args].count(NO_RAW) == n and \
-                [a.shared_memory for a in args].count(NO_RAW) == n:
-            return constant(NO_ID, n, np.int32)
-        return self.intern.raw([_launch_resources(a) for a in args], compact=True)
 
     def _concrete(self, name: np.ndarray, args: list) -> np.ndarray:
         """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest)."""
@@ -271,7 +242,7 @@ class ModelBuilder:
                 column.extend(np.zeros(n, dtype) if absent is None
                               else constant(absent, n, dtype))
                 continue
-            if key in _STRING_ID_KEYS and data.size and string_map.size:
+            if key in STRING_ID_KEYS and data.size and string_map.size:
                 data = np.where(data >= 0, string_map[np.maximum(data, 0)], data).astype(dtype)
             elif key == "lane" and data.size:
                 data = lane_map[data]
@@ -353,20 +324,8 @@ class ModelBuilder:
         corr = take(corr, order)
         is_dev = is_dev[order]
         meta = _meta(doc)
-        named = {"name": ("name", np.int32), "external_id": ("ext", np.int64),
-                 "nbytes": ("nbytes", np.float64), "python_id": ("pyid", np.int64),
-                 "python_parent": ("pypar", np.int64), "call_stack": ("stack", np.int32),
-                 "input_dims": ("dims", np.int32), "input_types": ("types", np.int32),
-                 "concrete_inputs": ("concrete", np.int32),
-                 "launch_shape": ("shape", np.int32),
-                 "launch_resources": ("resources", np.int32)}
-        columns = {field: take(col(key, dtype), order) for field, (key, dtype) in named.items()}
-        for field in _NARROWABLE_IDS:
-            columns[field] = narrow_ids(columns[field])
-        if len(self.intern.strings) < _INT16_LIMIT:
-            for field in _STRING_ID_COLUMNS:
-                columns[field] = as_int16(columns[field])
-        if len(keys) < _INT16_LIMIT:
+        columns = stored_columns(col, order, len(self.intern.strings))
+        if len(keys) < INT16_LIMIT:
             lane_col = as_int16(lane_col)
         end = start + dur
         self._count(_RENUMBERED, self.side.renumbered)
@@ -387,7 +346,7 @@ class ModelBuilder:
             stream=take(stream, order),
             device=take(device, order),
             parent=nest(kind, lane_col, start, end, is_dev),
-            launcher=_join_launches(kind, corr),
+            launcher=join_launches(kind, corr),
             lanes=lanes,
             memory=self.side.memory_events(origin, self.lane_ids),
             meta=meta,
@@ -397,32 +356,6 @@ class ModelBuilder:
         )
         vars(model)["end"] = end  # TraceModel.end, computed for the nesting already
         return model
-
-
-#: Columns that are often empty in a whole trace (no kernels, no stacks, no shapes), and
-#: the value that marks "absent" in each.
-_ABSENT_VALUE: dict[str, Any] = {
-    **dict.fromkeys(("corr", "ext", "device", "stream", "pyid", "pypar",
-                     "stack", "dims", "types", "concrete", "shape", "resources"), NO_ID),
-    "nbytes": math.nan,
-}
-
-
-#: The builder's columns that hold string ids.
-_STRING_ID_KEYS = frozenset({"name", "stack", "dims", "types", "concrete", "shape",
-                             "resources"})
-
-
-#: Id columns that are only looked up, never combined arithmetically: stored as int32
-#: when every id fits (they are small counters in practice), int64 otherwise.
-_NARROWABLE_IDS = ("external_id", "python_id", "python_parent")
-
-
-#: Index columns are int16 when every index fits (traces with fewer than 32767
-#: distinct strings, or threads and streams): half the memory of int32.
-_INT16_LIMIT = np.iinfo(np.int16).max
-_STRING_ID_COLUMNS = ("name", "call_stack", "input_dims", "input_types", "concrete_inputs",
-                      "launch_shape", "launch_resources")
 
 
 def _meta(doc: Any) -> TraceMeta:
@@ -447,23 +380,3 @@ def _lane_label(is_dev: bool, pid: str, tid: str, process_names: dict[str, str],
         return f"GPU {pid} · stream {stream}"
     thread = thread_names.get((pid, tid))
     return f"{process_names.get(pid, 'process ' + pid)} · {thread or 'thread ' + tid}"
-
-
-def _join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:
-    """For each device activity, the row of the runtime/driver call with its correlation id."""
-    launch_rows = np.flatnonzero(
-        np.isin(kind, np.asarray(sorted(LAUNCHER_KINDS), dtype=np.uint8)) & (corr != NO_ID))
-    act_rows = np.flatnonzero(
-        np.isin(kind, np.asarray(sorted(DEVICE_ACTIVITY_KINDS), dtype=np.uint8))
-        & (corr != NO_ID))
-    if not launch_rows.size or not act_rows.size:
-        return constant(NO_ID, kind.shape[0], np.int32)
-    launcher = np.full(kind.shape[0], NO_ID, dtype=np.int32)
-    keys = corr[launch_rows]
-    # First launcher per correlation id wins (ids are unique per process in practice).
-    uniq, first = np.unique(keys, return_index=True)
-    pos = np.searchsorted(uniq, corr[act_rows])
-    pos = np.minimum(pos, uniq.size - 1)
-    hit = uniq[pos] == corr[act_rows]
-    launcher[act_rows[hit]] = launch_rows[first[pos[hit]]]
-    return launcher

@@ -141,8 +141,6 @@ def span_peaks(analysis: SpanAnalysis) -> tuple[DevicePeaks | None, str | None]:
     return lookup(name, analysis.model.used_device_properties, overrides), None
 
 
-
-
 #: Up to this many groups, each group's union is merged on its own (no full-length copies of
 #: the rows' times); beyond, one merge over offset copies does them all at once.
 _GROUPS_ONE_BY_ONE = 512
