@@ -66,19 +66,31 @@ def test_a_plain_h100_without_properties_still_gets_nothing():
 
 
 def test_an_unknown_ada_part_is_estimated_from_its_sm_count():
-    # Hand-made: an Ada workstation part the table lacks, 60 SMs at cc 8.9.
-    block = {"name": "NVIDIA RTX 4500 Ada Generation", "computeMajor": 8,
+    # Hand-made: an Ada workstation part the table lacks (a made-up model number, so a
+    # real row never takes it), 60 SMs at cc 8.9.
+    block = {"name": "NVIDIA RTX 4400 Ada Generation", "computeMajor": 8,
              "computeMinor": 9, "numSms": 60, "totalGlobalMem": 25_757_220_864}
     got = lookup(block["name"], block)
     assert got.identified_by == "estimate"
-    assert got.name == "NVIDIA RTX 4500 Ada Generation"
-    # The L40's figures x 60/142 SMs, at the L40's 2.49 GHz.
-    assert got.peak("fp32") == round(90.5 * 60 / 142, 3) == 38.239
-    assert got.peak("bf16") == round(181.05 * 60 / 142, 3) == 76.5
-    assert got.peak("fp8") == round(362 * 60 / 142, 3) == 152.958
+    assert got.name == "NVIDIA RTX 4400 Ada Generation"
+    # The RTX 5000 Ada's figures x 60/100 SMs, at its 2.55 GHz; full-rate FP32 accumulate
+    # (the L40, at half rate, would have given 76.5).
+    assert got.peak("fp32") == round(65.28 * 60 / 100, 3) == 39.168
+    assert got.peak("bf16") == round(261.12 * 60 / 100, 3) == 156.672
+    assert got.peak("fp8") == round(522.24 * 60 / 100, 3) == 313.344
     assert got.bandwidth_gbps is None  # the bus width is not in the properties
-    assert "estimated" in got.identification and "2.49 GHz" in got.identification
-    assert got.source.startswith("estimated from NVIDIA L40: ")
+    assert "estimated" in got.identification and "2.55 GHz" in got.identification
+    assert got.source.startswith("estimated from NVIDIA RTX 5000 Ada Generation: ")
+
+
+def test_the_rtx_4500_ada_now_has_a_row_of_its_own():
+    # The real 60-SM part: by name, its derived row (the same per-SM rate at its 2.58 GHz).
+    block = {"name": "NVIDIA RTX 4500 Ada Generation", "computeMajor": 8,
+             "computeMinor": 9, "numSms": 60, "totalGlobalMem": 25_757_220_864}
+    got = lookup(block["name"], block)
+    assert (got.name, got.identified_by) == ("NVIDIA RTX 4500 Ada Generation", "name")
+    assert got.peak("bf16") == round(60 * 2.58 * 1024 / 1000, 2) == 158.52
+    assert got.bandwidth_gbps == 432
 
 
 def test_an_unknown_geforce_part_takes_the_geforce_reference():

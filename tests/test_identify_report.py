@@ -37,14 +37,15 @@ def test_a_plain_h100_is_reported_as_identified_by_its_properties(tmp_path):
 
 
 def test_an_estimated_part_is_reported_as_estimated(tmp_path):
-    block = {"id": 0, "name": "NVIDIA RTX 4500 Ada Generation", "computeMajor": 8,
+    # A made-up model number: a real part (the RTX 4500 Ada) has its own row now.
+    block = {"id": 0, "name": "NVIDIA RTX 4400 Ada Generation", "computeMajor": 8,
              "computeMinor": 9, "numSms": 60}
     span = _span(TraceBuilder(tmp_path, device_properties=[block]))
     dev = span["roofline"]["device"]
-    assert dev["identified_by"] == "estimate" and dev["peaks"]["bf16"] == 76.5
+    assert dev["identified_by"] == "estimate" and dev["peaks"]["bf16"] == 156.672
     assert "(estimated) (estimated)" not in roofline_summary(span)
     assert roofline_summary(span).startswith(
-        "roofline on NVIDIA RTX 4500 Ada Generation (estimated): ")
+        "roofline on NVIDIA RTX 4400 Ada Generation (estimated): ")
 
 
 def test_a_part_with_nothing_to_go_on_says_why(tmp_path):

@@ -146,7 +146,6 @@ def test_a100_names_without_a_specific_pattern_get_the_common_compute_peaks():
 
 @pytest.mark.parametrize("device", [
     "NVIDIA H800 PCIe",
-    "NVIDIA H200 NVL",
     "Intel(R) Data Center GPU Max 1550",
     "AMD Radeon Graphics",
     "",

@@ -2,7 +2,7 @@
 ``deviceProperties`` a trace records (compute capability, ``numSms``).
 
 Names are not enough: CUDA reports a 96 GB H100 SXM board as plain ``"NVIDIA H100"``,
-and new or regional parts (an RTX 4500 Ada, a laptop part) reach users before any table
+and new or regional parts (a new workstation card, a laptop part) reach users before any table
 row. The properties PyTorch writes into every Kineto trace pin much of it down:
 
 1. **By properties.** The rows whose names contain every word of the device's name
@@ -61,8 +61,13 @@ class EstimateReference:
 
 #: (compute capability, GeForce name?) -> reference part. Each row's own source gives its
 #: figures; the clocks are those sources' boost clocks (Volta 1.53, Turing T4 1.59 and
-#: 2080 Ti 1.545, GA100 1.41, GA10x 1.695, AD102 2.49 L40 / 2.52 RTX 4090, GH100 1.83 for
-#: Tensor Core figures).
+#: 2080 Ti 1.545, GA100 1.41, GA10x 1.695, AD102 2.55 RTX 5000 Ada / 2.52 RTX 4090, GH100
+#: 1.83 for Tensor Core figures). Ada's non-GeForce reference is the RTX 5000 Ada, not the
+#: L40: the L40 is the one non-GeForce Ada part whose Tensor Cores run FP32 accumulate at
+#: half rate (181.05 at 142 SMs x 2.49 GHz, 512 FLOP per SM per clock), while the
+#: workstation parts, the L4 and the L40S run it at the full 1024 (RTX 5000 Ada: 261.12 =
+#: 100 x 2.55 x 1024; L4: 121 = 58 x 2.04 x 1024). Scaling the L40 halved every other part;
+#: the full rate keeps the estimate the upper bound it is meant to be.
 ESTIMATE_REFERENCES: dict[tuple[str, bool], EstimateReference] = {
     ("7.0", False): EstimateReference("NVIDIA Tesla V100 SXM2", 1.53, "Volta GV100"),
     ("7.5", False): EstimateReference("NVIDIA Tesla T4", 1.59, "Turing TU10x"),
@@ -70,7 +75,7 @@ ESTIMATE_REFERENCES: dict[tuple[str, bool], EstimateReference] = {
     ("8.0", False): EstimateReference("NVIDIA A100 SXM4 40GB", 1.41, "Ampere GA100"),
     ("8.6", False): EstimateReference("NVIDIA A10", 1.695, "Ampere GA10x"),
     ("8.6", True): EstimateReference("NVIDIA GeForce RTX 3090", 1.695, "Ampere GA10x"),
-    ("8.9", False): EstimateReference("NVIDIA L40", 2.49, "Ada AD10x"),
+    ("8.9", False): EstimateReference("NVIDIA RTX 5000 Ada Generation", 2.55, "Ada AD10x"),
     ("8.9", True): EstimateReference("NVIDIA GeForce RTX 4090", 2.52, "Ada AD10x"),
     ("9.0", False): EstimateReference("NVIDIA H100 SXM5 80GB", 1.83, "Hopper GH100"),
 }
