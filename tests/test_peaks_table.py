@@ -366,3 +366,35 @@ def test_consumer_and_amd_rows_resolve_from_the_reported_names(device, row):
 def test_a_sibling_consumer_part_does_not_take_the_base_row(variant, base):
     got = lookup(variant)
     assert got is None or got.name != base
+
+
+# --- derived Tensor figures: checked against a stated sibling on the same chip -----------
+
+
+@pytest.mark.parametrize(("part", "sms", "ghz", "sibling", "sibling_sms", "sibling_ghz"), [
+    # GA100: the A30 at the A100 SXM4 40GB's stated per-SM rate.
+    ("NVIDIA A30", 56, 1.44, "NVIDIA A100 SXM4 40GB", 108, 1.41),
+    # GA102 workstation: the A4500, A5000 and A5500 at the RTX A6000's.
+    ("NVIDIA RTX A4500", 56, 1.65, "NVIDIA RTX A6000", 84, 1.8),
+    ("NVIDIA RTX A5000", 64, 1.695, "NVIDIA RTX A6000", 84, 1.8),
+    ("NVIDIA RTX A5500", 80, 1.665, "NVIDIA RTX A6000", 84, 1.8),
+    # AD102 / AD104 workstation: the RTX 6000 Ada at the RTX 5000 Ada's, the RTX 4500 Ada
+    # at the RTX 4000 Ada's.
+    ("NVIDIA RTX 6000 Ada Generation", 142, 2.505, "NVIDIA RTX 5000 Ada Generation", 100, 2.55),
+    ("NVIDIA RTX 4500 Ada Generation", 60, 2.58, "NVIDIA RTX 4000 Ada Generation", 48, 2.175),
+])
+def test_derived_tensor_figures_are_the_siblings_per_sm_rate(part, sms, ghz, sibling,
+                                                             sibling_sms, sibling_ghz):
+    row = next(r for r in ROWS if r["name"] == part)
+    ref = next(r for r in ROWS if r["name"] == sibling)
+    # The notes say it is derived and name the sibling whose stated figure it rests on.
+    mention = sibling.replace("NVIDIA ", "").replace(" Generation", "")
+    assert row["notes"].startswith("derived:") and mention in row["notes"], mention
+    assert row["sms"] == sms
+    # FLOP per SM per clock, from the sibling's stated dense figures: the derived row runs
+    # the same (to the sources' rounding), so only SM count and clock differ.
+    for key in ("tf32", "bf16", "fp16", "fp8", "int8"):
+        if ref["peaks"][key] is None:
+            continue
+        rate = ref["peaks"][key] / (sibling_sms * sibling_ghz)
+        assert row["peaks"][key] == pytest.approx(rate * sms * ghz, rel=0.005), key
