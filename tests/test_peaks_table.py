@@ -398,3 +398,14 @@ def test_derived_tensor_figures_are_the_siblings_per_sm_rate(part, sms, ghz, sib
             continue
         rate = ref["peaks"][key] / (sibling_sms * sibling_ghz)
         assert row["peaks"][key] == pytest.approx(rate * sms * ghz, rel=0.005), key
+
+
+@pytest.mark.parametrize(("device", "gbps"), [
+    # 16 Gbps x 128 bit / 8 and 14 Gbps x 256 bit / 8 (videocardz): the memory speed of a
+    # laptop part does not follow its TGP, unlike its clock.
+    ("NVIDIA GeForce RTX 4070 Laptop GPU", 256),
+    ("NVIDIA GeForce RTX 3070 Laptop GPU", 448),
+])
+def test_laptop_parts_have_the_bandwidth_a_page_states(device, gbps):
+    got = lookup(device)
+    assert got.identified_by == "name" and got.bandwidth_gbps == gbps
