@@ -15,6 +15,7 @@ from tb_diagnostics.analysis.steps import NO_ITERATIONS
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.logdir import LogDir, Run, SpanFile
+from tb_diagnostics.report.critical_path import add_critical_path
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.launch_queue import add_launch_queue
@@ -109,6 +110,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     _add_cold(doc["steps"], analysis)
+    add_critical_path(doc["steps"], analysis)  # what each step's end waits on (issue 27)
     findings = run_rules(analysis)
     doc["findings"] = [f.to_dict() for f in findings]
     verdict = span_verdict(analysis)

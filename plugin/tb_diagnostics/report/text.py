@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tb_diagnostics.output import displayable
+from tb_diagnostics.report.critical_path import critical_path_lines
 
 # The headline lives in report.headline; html.py and older callers import it from here.
 from tb_diagnostics.report.headline import (  # noqa: F401
@@ -127,6 +128,7 @@ def render_text(doc: dict[str, Any]) -> str:
                     (v.ljust if cols[c] in TEXT_COLUMNS else v.rjust)(widths[c])
                     for c, v in enumerate(r) if c > 0]
                 out.append("  " + "  ".join(cells).rstrip())
+        out.extend(critical_path_lines(span))
         roof = _roofline_lines(span, "      ")
         if roof:
             out.append(f"  {roof[0]}; most time lost:" if len(roof) > 1 else f"  {roof[0]}")

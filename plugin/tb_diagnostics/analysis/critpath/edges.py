@@ -1,0 +1,260 @@
+"""The binding edge of every event of the replay graph, and the time it puts on the path.
+
+Every node of :func:`~tb_diagnostics.analysis.replay.graph.replay_graph` (a host
+timepoint or a device activity) gets the one predecessor whose finish decided its start
+in the recording, and up to three *pieces*: the stretches of time, latest first, that lie
+between that predecessor's finish and the node's own finish. A piece is ``[t0, t1)`` where
+``t1`` is the next piece's ``t0`` (or the node's finish for the first); the walk
+(:mod:`.walk`) clips them to the step.
+
+- **device activity**: the activity itself (``device``, or ``comm`` for a collective:
+  :attr:`SpanAnalysis.comm_activity_mask`), then the wait before it (``latency``) back to
+  the binding one of its launch call's start, its stream's previous activity's end, or
+  the other stream's activity it waited for. Which one binds is the one whose time plus
+  the device's own delay after it (the launch latency, the back-to-back gap, both
+  measured on the trace by the graph) is latest: a kernel launched 3 µs after its
+  stream's previous kernel ended, and started 8 µs after its launch, waited for its
+  launch, not for the stream;
+- **host timepoint** (a launch call's start, a sync's start or return, a step mark): the
+  host time since the previous timepoint on its thread (``host``; split later into
+  ``input`` inside the DataLoader and ``comm`` inside a collective). Time that ends at a
+  launch or a sync call is the dispatch of the op that made the call from the op's start
+  on, the time before it its caller's. A sync's return binds to the device activity that
+  released it (the wait itself is not on the path: the device work it waited for is),
+  with the call's return after it as ``host``; the first timepoint of a burst on another
+  thread binds to its main-thread anchor, as the replay has it.
+
+A node without a predecessor in the trace (a thread's first timepoint, an activity whose
+launch was not recorded) ends the walk. Predecessors always come earlier in the graph's
+visit order: an edge that would not (a kernel recorded starting before its launch call,
+by clock skew) is dropped, so the walk can never loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.replay.graph import (
+    LAUNCH,
+    MARK,
+    SYNC_END,
+    SYNC_START,
+    ReplayGraph,
+    replay_graph,
+)
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.trace.model import NO_ID
+
+#: Segment kinds, as codes and as the JSON names them.
+HOST, INPUT, DEVICE, COMM, LATENCY = 0, 1, 2, 3, 4
+KIND_NAMES = ("host", "input", "device", "comm", "latency")
+#: Pieces per node, at most.
+PIECES = 3
+
+
+@dataclass(frozen=True)
+class PathEdges:
+    """Per node (host timepoints, then device activities): the binding predecessor and
+    the pieces of time back to it. Pieces are ``(PIECES, nodes)`` arrays, latest first;
+    an absent piece has ``t0`` NaN."""
+
+    n_host: int
+    pred: np.ndarray  # node index of the binding predecessor, or -1
+    t0: np.ndarray  # (PIECES, nodes) start of each piece, µs
+    kind: np.ndarray  # (PIECES, nodes) HOST / DEVICE / COMM / LATENCY
+    row: np.ndarray  # (PIECES, nodes) model row the piece belongs to
+    lane: np.ndarray  # (PIECES, nodes) host lane of a host piece (split by input/comm), or -1
+    reach: np.ndarray  # per node: the earliest of its pieces' starts
+    h_time: np.ndarray  # the graph's host timepoint times
+    h_lane: np.ndarray
+    main_lane: int
+
+
+def _owner(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
+    """For calls (launches, syncs): the op whose dispatch made each call (the innermost op
+    above it), else its enclosing event, else the call itself."""
+    from tb_diagnostics.analysis.views.hierarchy import innermost_op
+
+    m = analysis.model
+    if not rows.size:
+        return rows.copy()
+    inner = innermost_op(analysis)[rows].astype(np.int64)
+    par = m.parent[rows].astype(np.int64)
+    return np.where(inner >= 0, inner, np.where(par >= 0, par, rows))
+
+
+def _enclosing(analysis: SpanAnalysis, rows: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The innermost event at or above each row (on its thread) that started by ``t``:
+    who the host time from ``t`` to the row's start belongs to. The outermost one when
+    none did (the thread's time before any recorded event)."""
+    m = analysis.model
+    out = rows.astype(np.int64, copy=True)
+    todo = np.flatnonzero(m.start[out] > t)
+    while todo.size:  # one level per pass, only the rows still climbing
+        up = m.parent[out[todo]].astype(np.int64)
+        ok = up >= 0
+        todo = todo[ok]
+        out[todo] = up[ok]
+        todo = todo[m.start[out[todo]] > t[todo]]
+    return out
+
+
+def _mark_owner(analysis: SpanAnalysis, g: ReplayGraph) -> np.ndarray:
+    """Per host timepoint that is a step mark: the step row the time before it belongs to
+    (a step's end mark: that step; a step's start mark: the step before, if any)."""
+    out = np.full(g.h_time.shape[0], NO_ID, dtype=np.int64)
+    rows = analysis.host_steps.rows.astype(np.int64)
+    if not rows.size:
+        return out
+    ok = g.mark_end >= 0
+    out[g.mark_end[ok]] = rows[ok]
+    ok = g.mark_start >= 0
+    before = np.concatenate([rows[:1], rows[:-1]])
+    out[g.mark_start[ok]] = before[ok]
+    return out
+
+
+def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
+                 out: dict[str, np.ndarray]) -> None:
+    m = analysis.model
+    n_h = g.h_time.shape[0]
+    if not n_h:
+        return
+    t0, kind, row, lane, pred = out["t0"], out["kind"], out["row"], out["lane"], out["pred"]
+    h_lane, h_time, h_row = g.h_lane, g.h_time, g.h_row
+    kind[:, :n_h] = HOST
+    # The previous timepoint on each thread (host order).
+    by_lane = np.lexsort((np.arange(n_h), h_lane))
+    prev = np.full(n_h, NO_ID, dtype=np.int64)
+    same = h_lane[by_lane[1:]] == h_lane[by_lane[:-1]]
+    prev[by_lane[1:][same]] = by_lane[:-1][same]
+    has_prev = prev >= 0
+    prev_t = np.where(has_prev, h_time[np.maximum(prev, 0)], np.nan)
+
+    # Host order: the time since the previous timepoint on the thread.
+    pred[:n_h] = prev
+    calls = (g.h_kind == LAUNCH) | (g.h_kind == SYNC_START)
+    at = np.flatnonzero(calls & has_prev)
+    own = _owner(analysis, h_row[at])
+    abv = _enclosing(analysis, own, prev_t[at])
+    split = np.maximum(m.start[own], prev_t[at])
+    t0[0, at], row[0, at], lane[0, at] = split, own, h_lane[at]
+    t0[1, at], row[1, at], lane[1, at] = prev_t[at], abv, h_lane[at]
+    other = np.flatnonzero(has_prev & ~calls)
+    marks = _mark_owner(analysis, g)
+    mark_row = np.where(marks >= 0, marks, h_row)
+    rows_other = np.where(g.h_kind == MARK, mark_row, h_row)  # a sync's return: the call
+    t0[0, other], row[0, other], lane[0, other] = prev_t[other], rows_other[other], h_lane[other]
+
+    # A sync that waited returns after the activity that released it.
+    rel = np.flatnonzero((g.h_kind == SYNC_END) & (g.h_release >= 0))
+    if rel.size:
+        r = g.h_release[rel]
+        r_end = g.a_start[r] + g.a_dur[r]
+        t0[:, rel] = np.nan
+        t0[0, rel], row[0, rel], lane[0, rel] = r_end, h_row[rel], h_lane[rel]
+        pred[rel] = n_h + r
+    # The first timepoint of a burst on another thread: its anchor on the main thread.
+    burst = np.flatnonzero(g.h_anchor >= 0)
+    if burst.size:
+        from tb_diagnostics.analysis.views.hierarchy import nearest_marked
+
+        k = g.h_anchor[burst]
+        top = nearest_marked(m.parent, m.parent < 0)[h_row[burst]].astype(np.int64)
+        bs = np.clip(m.start[top], h_time[k], h_time[burst])
+        t0[:, burst] = np.nan
+        t0[0, burst], row[0, burst], lane[0, burst] = bs, top, h_lane[burst]
+        anchor_owner = _owner(analysis, h_row[k])
+        t0[1, burst], row[1, burst], lane[1, burst] = h_time[k], anchor_owner, h_lane[k]
+        pred[burst] = k
+    _keep_earlier(pred, pos, 0, n_h)
+
+
+def _activity_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
+                     out: dict[str, np.ndarray]) -> None:
+    m = analysis.model
+    n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
+    if not n_a:
+        return
+    acts = m.device_activity_rows.astype(np.int64)
+    sl = slice(n_h, n_h + n_a)
+    t0, kind, row, pred = out["t0"], out["kind"], out["row"], out["pred"]
+    a_start = g.a_start
+    a_end = a_start + g.a_dur
+    kind[0, sl] = np.where(analysis.comm_activity_mask, COMM, DEVICE)
+    t0[0, sl], row[0, sl] = a_start, acts
+
+    # The candidate edges: their time, and their time plus the device's own delay after.
+    cands = []
+    if g.a_launch.size:
+        ok = g.a_launch >= 0
+        t = np.where(ok, g.h_time[np.maximum(g.a_launch, 0)], -np.inf)
+        cands.append((t, t + g.launch_latency_us, g.a_launch,
+                      np.where(ok, m.launcher[acts], acts)))
+    for other in (g.a_prev, g.a_cross):
+        ok = other >= 0
+        t = np.where(ok, a_end[np.maximum(other, 0)], -np.inf)
+        cands.append((t, t + g.stream_gap_us, np.where(ok, n_h + other, NO_ID), acts))
+    score = np.stack([c[1] for c in cands])
+    best = np.argmax(score, axis=0)
+    idx = np.arange(n_a)
+    has = np.isfinite(score[best, idx])
+    edge_t = np.stack([c[0] for c in cands])[best, idx]
+    node = np.stack([c[2] for c in cands])[best, idx]
+    wait_row = np.stack([c[3] for c in cands])[best, idx]
+    t0[1, sl] = np.where(has, np.minimum(edge_t, a_start), np.nan)
+    kind[1, sl] = LATENCY
+    row[1, sl] = wait_row
+    pred[sl] = np.where(has, node, NO_ID)
+    _keep_earlier(pred, pos, n_h, n_h + n_a)
+
+
+def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
+    """Drop the edges of nodes ``lo:hi`` that do not point earlier in the visit order."""
+    p = pred[lo:hi]
+    ok = p >= 0
+    bad = ok.copy()
+    bad[ok] = pos[p[ok]] >= pos[lo:hi][ok]
+    p[bad] = NO_ID
+
+
+@computed
+def path_edges(analysis: SpanAnalysis) -> PathEdges:
+    g = replay_graph(analysis)
+    n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
+    n = n_h + n_a
+    out = {"t0": np.full((PIECES, n), np.nan), "kind": np.zeros((PIECES, n), np.int8),
+           "row": np.full((PIECES, n), NO_ID, np.int64),
+           "lane": np.full((PIECES, n), NO_ID, np.int64), "pred": np.full(n, NO_ID, np.int64)}
+    # Each node's position in the graph's visit order (host timepoints first, then
+    # activities, as the node index is).
+    pos = np.empty(n, dtype=np.int64)
+    pos[np.where(g.order_device, n_h + g.order_index, g.order_index)] = np.arange(n)
+    _host_pieces(analysis, g, pos, out)
+    _activity_pieces(analysis, g, pos, out)
+    # A node without a predecessor keeps its own piece (an activity's run) only.
+    t0 = out["t0"]
+    lonely = out["pred"] < 0
+    t0[1:, lonely] = np.nan
+    host = np.zeros(n, dtype=bool)
+    host[:n_h] = True
+    t0[0, lonely & host] = np.nan  # a timepoint is an instant: nothing before it is known
+    reach = np.fmin.reduce(t0, axis=0)
+    m = analysis.model
+    hs = analysis.host_steps
+    if len(hs):
+        main = int(m.lane[hs.rows[0]])
+    elif n_h:
+        main = int(np.bincount(g.h_lane).argmax())
+    else:
+        host_rows = m.host_rows
+        main = int(np.bincount(m.lane[host_rows]).argmax()) if host_rows.size else NO_ID
+    return PathEdges(n_host=n_h, pred=out["pred"], t0=t0, kind=out["kind"], row=out["row"],
+                     lane=out["lane"], reach=reach, h_time=g.h_time, h_lane=g.h_lane,
+                     main_lane=main)
+
+
+__all__ = ["COMM", "DEVICE", "HOST", "INPUT", "KIND_NAMES", "LATENCY", "PathEdges",
+           "path_edges"]

@@ -1,0 +1,80 @@
+"""Which event a stretch of host time on the path belongs to, and the op above an event.
+
+A host stretch is named after the deepest event on its thread that covers at least half
+of it: such an event contains the stretch's midpoint, so it is an ancestor-or-self of
+the innermost event there, and coverage only grows up that chain. A stretch no event
+covers half of (it spans several top-level calls) keeps the name its edge gave it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_diagnostics.analysis.span import SpanAnalysis
+
+
+def _innermost_at(analysis: SpanAnalysis, lane: int, t: np.ndarray) -> np.ndarray:
+    """The innermost host event on ``lane`` containing each time, or -1."""
+    m = analysis.model
+    rows = np.flatnonzero(m.is_host & (m.lane == lane))  # sorted by start, as the model is
+    out = np.full(t.shape[0], -1, dtype=np.int64)
+    if not rows.size:
+        return out
+    k = np.searchsorted(m.start[rows], t, side="right") - 1
+    ok = k >= 0
+    out[ok] = rows[k[ok]]
+    todo = np.flatnonzero(ok)
+    todo = todo[m.end[out[todo]] < t[todo]]
+    while todo.size:  # up to the first ancestor still open at t
+        up = m.parent[out[todo]].astype(np.int64)
+        out[todo] = up
+        todo = todo[up >= 0]
+        todo = todo[m.end[out[todo]] < t[todo]]
+    return out
+
+
+def host_names(analysis: SpanAnalysis, start: np.ndarray, end: np.ndarray,
+               lane: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Per host stretch: the deepest event on its thread covering at least half of it,
+    else ``row``."""
+    m = analysis.model
+    out = row.astype(np.int64, copy=True)
+    half = (end - start) / 2
+    mid = start + half
+    for ln in np.unique(lane[lane >= 0]).tolist():
+        on = np.flatnonzero(lane == ln)
+        s, e, h = start[on], end[on], half[on]
+        cand = _innermost_at(analysis, ln, mid[on])
+        todo = np.flatnonzero(cand >= 0)
+        while todo.size:  # up the chain until the event covers half of the stretch
+            r = cand[todo]
+            cov = np.minimum(m.end[r], e[todo]) - np.maximum(m.start[r], s[todo])
+            todo = todo[cov < h[todo]]
+            up = m.parent[cand[todo]].astype(np.int64)
+            cand[todo] = up
+            todo = todo[up >= 0]
+        found = cand >= 0
+        out[on[found]] = cand[found]
+    return out
+
+
+def op_above(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
+    """The innermost operator at or above each row on its thread; for a device activity,
+    the op that launched it; -1 where there is none."""
+    from tb_diagnostics.analysis.views.hierarchy import is_op
+
+    m = analysis.model
+    ops = is_op(analysis)
+    out = rows.astype(np.int64, copy=True)
+    ok = out >= 0
+    dev = np.zeros(out.shape[0], dtype=bool)
+    dev[ok] = ~m.is_host[out[ok]]
+    out[dev] = m.launcher[out[dev]]
+    todo = np.flatnonzero(out >= 0)
+    todo = todo[~ops[out[todo]]]
+    while todo.size:
+        up = m.parent[out[todo]].astype(np.int64)
+        out[todo] = up
+        todo = todo[up >= 0]
+        todo = todo[~ops[out[todo]]]
+    return out

@@ -1,0 +1,200 @@
+"""The critical path of every step: what the step's end waited on, back to its start.
+
+Per step window ``[start, end)`` (:attr:`SpanAnalysis.bounds`), the walk starts at the
+event that ends it: the step's last device activity when that ends the window, else the
+host reaching the window's end on the main thread (the next step's start, or the last
+step's end). From there it follows each event's binding edge (:mod:`.edges`) back until
+it crosses the window's start, and clips what it crossed to the window: the path's
+segments tile ``[start, end)`` exactly, so its length is the step's wall time and
+``by_kind`` adds up to it.
+
+**Where nothing binds.** A walk that reaches an event without a recorded predecessor
+before the window's start (a thread's first timepoint in the trace, an activity whose
+launch was not recorded) still has time to cross: it is the main thread's host time
+(``host``, split into ``input``/``comm`` like the rest), named after the step, since the
+host is what the trace shows running then. In the same way the host time between the
+main thread's last timepoint and the window's end is host time of the step.
+
+On a CPU-only trace there is no device activity: the path is the main thread's time, by
+kind (the program's own, the DataLoader's, collectives').
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_diagnostics.analysis.critpath.edges import HOST, KIND_NAMES, path_edges
+from tb_diagnostics.analysis.critpath.labels import host_labels, split_host
+from tb_diagnostics.analysis.critpath.names import host_names
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.model import NO_ID
+
+
+@dataclass(frozen=True)
+class CriticalPaths:
+    """Every step's path as flat arrays; step ``k``'s segments are
+    ``offsets[k]:offsets[k+1]``, in time order."""
+
+    offsets: np.ndarray
+    kind: np.ndarray  # int8 codes of :data:`KIND_NAMES`
+    row: np.ndarray  # the model row each segment belongs to
+    start: np.ndarray  # µs
+    dur: np.ndarray  # µs
+    by_kind: np.ndarray  # (steps, kinds) µs
+    #: What ends each step: "device" (its last activity) or "host" (the main thread).
+    ended_by: list[str]
+
+    @property
+    def total_us(self) -> np.ndarray:
+        return self.by_kind.sum(axis=1)
+
+    def step(self, k: int) -> slice:
+        return slice(int(self.offsets[k]), int(self.offsets[k + 1]))
+
+
+def _end_activities(analysis: SpanAnalysis, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: the activity that ends last among those charged to it (or -1), and its
+    end (-inf)."""
+    m = analysis.model
+    acts = m.device_activity_rows
+    last = np.full(n_steps, NO_ID, dtype=np.int64)
+    end = np.full(n_steps, -np.inf)
+    if not acts.size:
+        return last, end
+    step = analysis.activity_step if len(analysis.host_steps) else np.zeros(acts.size, np.int64)
+    ok = np.flatnonzero(step >= 0)
+    a_end = m.end[acts][ok]
+    order = np.lexsort((a_end, step[ok]))
+    s = step[ok][order]
+    tail = np.ones(s.size, dtype=bool)
+    tail[:-1] = s[1:] != s[:-1]
+    last[s[tail]] = ok[order][tail]
+    end[s[tail]] = a_end[order][tail]
+    return last, end
+
+
+def _host_end(analysis: SpanAnalysis, main: int, n_steps: int) -> tuple[int, np.ndarray]:
+    """The thread the host ends each window on, and the row its last stretch is named
+    after: the step (without steps, the outermost event of the host's last one)."""
+    m = analysis.model
+    hs = analysis.host_steps
+    if len(hs):
+        return main, hs.rows.astype(np.int64)
+    host = m.host_rows
+    host = host[m.kind[host] != Kind.TRACE]
+    if not host.size:
+        return main, np.full(n_steps, NO_ID, dtype=np.int64)
+    from tb_diagnostics.analysis.views.hierarchy import nearest_marked
+
+    last = int(host[np.argmax(m.end[host])])
+    top = int(nearest_marked(m.parent, m.parent < 0)[last])
+    return int(m.lane[last]), np.full(n_steps, top, dtype=np.int64)
+
+
+def _walk(pred: list[int], reach: list[float], ends: list[int], lo: list[float],
+          todo: list[int]) -> tuple[list[int], list[int]]:
+    """The nodes of each step's path, from its end node back (a plain loop: pointer
+    chasing, one node at a time, over the path's nodes only)."""
+    nodes: list[int] = []
+    steps: list[int] = []
+    for k in todo:
+        n, lo_k = ends[k], lo[k]
+        while n >= 0:
+            nodes.append(n)
+            steps.append(k)
+            if reach[n] <= lo_k:
+                break
+            n = pred[n]
+    return nodes, steps
+
+
+@computed
+def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
+    e = path_edges(analysis)
+    lo, hi = analysis.bounds
+    n_steps = lo.shape[0]
+    n_nodes = e.pred.shape[0]
+    last_act, last_end = _end_activities(analysis, n_steps)
+    lane, step_rows = _host_end(analysis, e.main_lane, n_steps)
+    device_ends = (last_act >= 0) & (last_end >= hi)
+    # A virtual node per window for the host's end: back to the thread's last timepoint
+    # before the window's end.
+    on = np.flatnonzero(e.h_lane == lane)
+    at = np.searchsorted(e.h_time[on], hi, side="left") - 1
+    v_pred = np.where(at >= 0, on[np.maximum(at, 0)], NO_ID).astype(np.int64)
+    v_t0 = np.where(v_pred >= 0, e.h_time[np.maximum(v_pred, 0)], np.nan)
+    pred = np.concatenate([e.pred, v_pred])
+    t0 = np.concatenate([e.t0, np.full((e.t0.shape[0], n_steps), np.nan)], axis=1)
+    t0[0, n_nodes:] = v_t0
+    kind = np.concatenate([e.kind, np.full((e.t0.shape[0], n_steps), HOST, np.int8)], axis=1)
+    row = np.concatenate([e.row, np.tile(step_rows, (e.t0.shape[0], 1))], axis=1)
+    lanes = np.concatenate([e.lane, np.full((e.t0.shape[0], n_steps), lane)], axis=1)
+    reach = np.concatenate([e.reach, v_t0])
+    end_node = np.where(device_ends, e.n_host + last_act, n_nodes + np.arange(n_steps))
+    todo = np.flatnonzero(hi > lo).tolist()
+    nodes_l, steps_l = _walk(pred.tolist(), np.nan_to_num(reach, nan=np.inf).tolist(),
+                             end_node.tolist(), lo.tolist(), todo)
+    nodes = np.asarray(nodes_l, dtype=np.int64)
+    steps = np.asarray(steps_l, dtype=np.int64)
+
+    # The pieces in path order, then per step the remainder down to its start.
+    p = e.t0.shape[0]
+    pt0 = t0[:, nodes].T.ravel()
+    pk, pr, pl = (x[:, nodes].T.ravel() for x in (kind, row, lanes))
+    ps = np.repeat(steps, p)
+    todo_a = np.asarray(todo, dtype=np.int64)
+    pt0 = np.concatenate([pt0, lo[todo_a]])
+    pk = np.concatenate([pk, np.full(todo_a.size, HOST, np.int8)])
+    pr = np.concatenate([pr, step_rows[todo_a]])
+    pl = np.concatenate([pl, np.full(todo_a.size, lane)])
+    seq = np.concatenate([np.arange(ps.size), np.full(todo_a.size, ps.size)])
+    ps = np.concatenate([ps, todo_a])
+    order = np.lexsort((seq, ps))
+    ok = ~np.isnan(pt0[order])
+    order = order[ok]
+    pt0, pk, pr, pl, ps = pt0[order], pk[order], pr[order], pl[order], ps[order]
+
+    # Clip to the window, and make each piece start no later than the one before it:
+    # per step, a running minimum, with the steps offset so that they never mix.
+    lo_s, hi_s = lo[ps], hi[ps]
+    rel = np.clip(pt0, lo_s, hi_s) - lo_s
+    span = float((hi - lo).max()) + 1.0 if n_steps else 1.0
+    cum = np.minimum.accumulate(rel - span * ps)
+    bound = cum + span * ps + lo_s
+    prev = np.empty_like(bound)
+    if bound.size:
+        prev[1:] = bound[:-1]
+        first = np.ones(ps.size, dtype=bool)
+        first[1:] = ps[1:] != ps[:-1]
+        prev[first] = hi_s[first]
+    keep = prev > bound
+    s, en = bound[keep], prev[keep]
+    pk, pr, pl, ps = pk[keep], pr[keep], pl[keep], ps[keep]
+
+    # Host stretches: the DataLoader's and collectives' parts.
+    host = (pk == HOST) & (pl >= 0)
+    hidx = np.flatnonzero(host)
+    piece, hs_, he, hk, hr = split_host(s[hidx], en[hidx], pl[hidx], pr[hidx],
+                                        host_labels(analysis))
+    plain = hk == HOST
+    hr[plain] = host_names(analysis, hs_[plain], he[plain], pl[hidx][piece][plain], hr[plain])
+    other = np.flatnonzero(~host)
+    seg_step = np.concatenate([ps[other], ps[hidx][piece]])
+    seg_s = np.concatenate([s[other], hs_])
+    seg_e = np.concatenate([en[other], he])
+    seg_k = np.concatenate([pk[other], hk]).astype(np.int8)
+    seg_r = np.concatenate([pr[other], hr]).astype(np.int64)
+    order = np.lexsort((seg_s, seg_step))
+    seg_step, seg_s, seg_e = seg_step[order], seg_s[order], seg_e[order]
+    seg_k, seg_r = seg_k[order], seg_r[order]
+    dur = seg_e - seg_s
+    n_k = len(KIND_NAMES)
+    by_kind = np.bincount(seg_step * n_k + seg_k, weights=dur,
+                          minlength=n_steps * n_k).reshape(n_steps, n_k)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(seg_step, minlength=n_steps))])
+    return CriticalPaths(offsets=offsets.astype(np.int64), kind=seg_k, row=seg_r,
+                         start=seg_s, dur=dur, by_kind=by_kind,
+                         ended_by=["device" if d else "host" for d in device_ends.tolist()])

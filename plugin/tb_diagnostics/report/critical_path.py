@@ -1,0 +1,127 @@
+"""The critical path in the report: per step its split by kind, its longest segments and
+the ops they belong to (``steps[].critical_path``), the whole path on request, and its
+lines in the text report. The path itself is :mod:`tb_diagnostics.analysis.critpath`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
+from tb_diagnostics.analysis.critpath.names import op_above
+
+#: Segments each step's document lists (the longest); the rest are counted.
+TOP_SEGMENTS = 10
+#: Ops each step's document lists by their time on the path.
+TOP_OPS = 5
+#: Segments per step in the text report.
+TEXT_SEGMENTS = 3
+
+
+def _us(x: float) -> float:
+    return round(float(x), 3)
+
+
+def _names(analysis: SpanAnalysis, rows: np.ndarray) -> list[str | None]:
+    m = analysis.model
+    return [m.name_of(r) if r >= 0 else None for r in rows.tolist()]
+
+
+def _segments(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
+    cp = critical_paths(analysis)
+    rows = cp.row[idx]
+    ops = op_above(analysis, rows)
+    names, op_names = _names(analysis, rows), _names(analysis, ops)
+    return [{"kind": KIND_NAMES[k], "name": n, "row": r, "start_us": _us(s), "dur_us": _us(d),
+             "op": o}
+            for k, n, r, s, d, o in zip(cp.kind[idx].tolist(), names, rows.tolist(),
+                                        cp.start[idx].tolist(), cp.dur[idx].tolist(), op_names,
+                                        strict=True)]
+
+
+def _by_op(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
+    """The path's time per (op, kind), most first: a segment outside any op counts under
+    its own event's name."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    rows = cp.row[idx]
+    ops = op_above(analysis, rows)
+    who = np.where(ops >= 0, ops, rows)
+    ok = who >= 0
+    if not ok.any():
+        return []
+    key = m.name[who[ok]].astype(np.int64) * len(KIND_NAMES) + cp.kind[idx][ok]
+    uniq, inv = np.unique(key, return_inverse=True)
+    total = np.bincount(inv, weights=cp.dur[idx][ok])
+    count = np.bincount(inv)
+    top = np.argsort(-total, kind="stable")[:TOP_OPS]
+    return [{"op": m.strings[int(uniq[t]) // len(KIND_NAMES)],
+             "kind": KIND_NAMES[int(uniq[t]) % len(KIND_NAMES)],
+             "us": _us(total[t]), "segments": int(count[t])} for t in top.tolist()]
+
+
+def critical_path_document(analysis: SpanAnalysis, index: int,
+                           limit: int | None = TOP_SEGMENTS) -> dict[str, Any]:
+    """Window ``index``'s path: total, split by kind, what ended it, its longest
+    ``limit`` segments (longest first; None: every segment, in time order) and ops."""
+    cp = critical_paths(analysis)
+    sl = cp.step(index)
+    idx = np.arange(sl.start, sl.stop)
+    if limit is not None:
+        idx = idx[np.argsort(-cp.dur[idx], kind="stable")[:limit]]
+    n = sl.stop - sl.start
+    return {
+        "total_us": _us(cp.by_kind[index].sum()),
+        "by_kind": {k: _us(v) for k, v in zip(KIND_NAMES, cp.by_kind[index].tolist(),
+                                              strict=True)},
+        "ended_by": cp.ended_by[index],
+        "segments": _segments(analysis, idx),
+        "segments_total": n,
+        "segments_omitted": n - int(idx.size),
+        "by_op": _by_op(analysis, np.arange(sl.start, sl.stop)),
+    }
+
+
+def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+    """Per step: ``critical_path``, bounded (see :func:`critical_path_document`)."""
+    for k, s in enumerate(steps):
+        s["critical_path"] = critical_path_document(analysis, k)
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else "0%"
+
+
+def _dur(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def _short(name: str | None, width: int = 80) -> str:
+    name = name or "?"
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def critical_path_lines(span: dict[str, Any], full: bool = False) -> list[str]:
+    """The text report's lines: per step the path's split and its longest segments (all
+    of those the document holds with ``full``)."""
+    steps = [s for s in span.get("steps") or [] if s.get("critical_path")]
+    if not steps:
+        return []
+    lines = ["  critical path (what each step's end waits on, by kind; longest segments):"]
+    for s in steps:
+        cp = s["critical_path"]
+        total = cp["total_us"]
+        split = ", ".join(f"{k} {_pct(v, total)}" for k, v in
+                          sorted(cp["by_kind"].items(), key=lambda kv: -kv[1]) if v > 0)
+        label = "(all)" if s["step"] is None else f"#{s['step']}"
+        lines.append(f"    {label} {_dur(total)}, ended by the {cp['ended_by']}: {split}")
+        segs = cp["segments"] if full else cp["segments"][:TEXT_SEGMENTS]
+        for g in segs:
+            op = f" in {_short(g['op'])}" if g.get("op") and g["op"] != g["name"] else ""
+            lines.append(f"        {g['kind']:<7} {_dur(g['dur_us']):>9}  {_short(g['name'])}{op}")
+        rest = cp["segments_total"] - len(segs)
+        if rest > 0 and not full:
+            lines.append(f"        … {rest} more segment(s)")
+    return lines

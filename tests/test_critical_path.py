@@ -1,0 +1,220 @@
+"""The critical path of every step (issue 27 items 1, 2, 5): each edge kind on a hand-made
+trace, exact segments; on every step of every shared trace the path's length is the
+step's wall, its kinds add up and every segment is an event of the trace; the physics of
+the shared pairs and of the TimeSformer inference step."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rules.conftest import SHARED_TRACES, TraceBuilder, shared_analysis
+
+from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
+from tb_diagnostics.report.critical_path import TOP_SEGMENTS, critical_path_document
+from tb_diagnostics.trace import load_trace
+
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+PAIR = SHARED_TRACES.parent / "pairs" / "h100_toyblocks_eager_vs_compile"
+
+
+def segments(a: SpanAnalysis, k: int = 0) -> list[tuple[str, str, float, float]]:
+    """Step ``k``'s path as (kind, event name, start, duration), in time order."""
+    cp = critical_paths(a)
+    sl = cp.step(k)
+    m = a.model
+    return [(KIND_NAMES[kind], m.name_of(r), round(s, 3), round(d, 3)) for kind, r, s, d in
+            zip(cp.kind[sl].tolist(), cp.row[sl].tolist(), cp.start[sl].tolist(),
+                cp.dur[sl].tolist(), strict=True)]
+
+
+def _launch_head(b: TraceBuilder) -> None:
+    """Step 1 from 0 to 100 µs: ``aten::mm`` at 5-15 launches (at 10) ``k1``, 18-518."""
+    b.step(1, 0, 100)
+    b.op("aten::mm", 5, 10)
+    b.launch("k1", 10, 18, 500)
+
+
+HEAD = [("host", "ProfilerStep#1", 0.0, 5.0), ("host", "aten::mm", 5.0, 5.0),
+        ("latency", "cudaLaunchKernel", 10.0, 8.0), ("device", "k1", 18.0, 500.0)]
+
+
+def test_a_kernel_waiting_for_its_launch(tmp_path):
+    b = TraceBuilder(tmp_path)
+    _launch_head(b)
+    a = b.analysis()
+    # The kernel ends the step (after the host's end): back through its launch call's
+    # start, then the dispatch of the op that made the call, then the step before it.
+    assert critical_paths(a).ended_by == ["device"]
+    assert segments(a) == HEAD
+
+
+def test_a_kernel_waiting_for_the_previous_kernel_on_its_stream(tmp_path):
+    b = TraceBuilder(tmp_path)
+    _launch_head(b)
+    b.op("aten::add", 25, 10)
+    b.launch("k2", 30, 519, 100)  # launched at 30, queued behind k1
+    a = b.analysis()
+    # k2 started 1 µs after k1 ended, 489 µs after its launch: the stream bound it.
+    assert segments(a) == [*HEAD, ("latency", "k2", 518.0, 1.0), ("device", "k2", 519.0, 100.0)]
+
+
+def test_a_kernel_waiting_for_an_event_on_another_stream(tmp_path):
+    b = TraceBuilder(tmp_path)
+    _launch_head(b)
+    b.op("aten::add", 25, 10)
+    b.runtime("cudaStreamWaitEvent", 28, 1)
+    b.launch("k2", 30, 518.5, 100, stream=8)  # an idle stream, but it waited for k1
+    a = b.analysis()
+    assert segments(a) == [*HEAD, ("latency", "k2", 518.0, 0.5), ("device", "k2", 518.5, 100.0)]
+
+
+def test_a_host_waiting_in_a_sync(tmp_path):
+    b = TraceBuilder(tmp_path)
+    b.step(1, 0, 600)
+    b.op("aten::mm", 5, 10)
+    b.launch("k1", 10, 18, 500)
+    b.runtime("cudaStreamSynchronize", 100, 420)  # returns at 520, 2 µs after k1 ends
+    b.op("aten::relu", 530, 30)  # CPU work after the sync, no launch
+    a = b.analysis()
+    # The host ends the step; back from there it meets the sync's return, which binds to
+    # k1: the sync's wait is not on the path, the device work it waited for is.
+    assert critical_paths(a).ended_by == ["host"]
+    assert segments(a) == [*HEAD, ("host", "cudaStreamSynchronize", 518.0, 2.0),
+                           ("host", "ProfilerStep#1", 520.0, 80.0)]
+
+
+def test_a_host_waiting_for_the_dataloader(tmp_path):
+    b = TraceBuilder(tmp_path)
+    b.step(1, 0, 450)
+    b.annotation(LOADER, 5, 400)
+    b.op("aten::mm", 410, 10)
+    b.launch("k1", 415, 423, 100)
+    a = b.analysis()
+    # Back from the kernel to its launch, the op, then the host time before the op: the
+    # step's, except the DataLoader's call (input).
+    assert segments(a) == [("host", "ProfilerStep#1", 0.0, 5.0), ("input", LOADER, 5.0, 400.0),
+                           ("host", "ProfilerStep#1", 405.0, 5.0),
+                           ("host", "aten::mm", 410.0, 5.0),
+                           ("latency", "cudaLaunchKernel", 415.0, 8.0),
+                           ("device", "k1", 423.0, 100.0)]
+
+
+def test_a_host_ended_step_before_its_device_work_ends_is_host_time(tmp_path):
+    """Two steps; step 1's kernel ends before step 2 starts on the host: the host ends
+    step 1, and the kernel is not on its path (shortening it saves nothing)."""
+    b = TraceBuilder(tmp_path)
+    for s in range(2):
+        t0 = 1000.0 * s
+        b.step(s + 1, t0, 1000)
+        b.op("aten::mm", t0 + 5, 10)
+        b.launch("k", t0 + 10, t0 + 18, 100)
+    a = b.analysis()
+    cp = critical_paths(a)
+    assert cp.ended_by[0] == "host"
+    assert segments(a)[-1] == ("host", "ProfilerStep#1", 10.0, 990.0)
+    assert cp.by_kind[0, KIND_NAMES.index("device")] == 0.0
+
+
+def test_the_document_is_bounded_and_the_whole_path_is_there_on_request(tmp_path):
+    b = TraceBuilder(tmp_path)
+    b.step(1, 0, 1000)
+    for k in range(30):  # 30 kernels back to back: 60 segments on the path, at least
+        b.op("aten::add", 5 + 3 * k, 2)
+        b.launch("add_kernel", 5.5 + 3 * k, 20 + 40 * k, 39)
+    a = b.analysis()
+    doc = critical_path_document(a, 0)
+    full = critical_path_document(a, 0, limit=None)
+    assert len(doc["segments"]) == TOP_SEGMENTS
+    assert doc["segments_total"] == len(full["segments"]) > TOP_SEGMENTS
+    assert doc["segments_omitted"] == doc["segments_total"] - TOP_SEGMENTS
+    durs = [s["dur_us"] for s in doc["segments"]]
+    assert durs == sorted(durs, reverse=True)
+    assert sum(s["dur_us"] for s in full["segments"]) == pytest.approx(doc["total_us"])
+    assert doc["by_op"][0] == {"op": "aten::add", "kind": "device",
+                               "us": pytest.approx(30 * 39.0), "segments": 30}
+    json.dumps(doc)  # plain JSON types only
+
+
+# ---- every step of every shared trace ---------------------------------------------------
+def _shared_files() -> list[tuple[str, int]]:
+    if not SHARED_TRACES.is_dir():
+        return [("absent", 0)]
+    out = []
+    for run in sorted(p for p in SHARED_TRACES.iterdir() if p.is_dir()):
+        n = len(list(run.glob("*.pt.trace.json*")))
+        out.extend((run.name, i) for i in range(n))
+    return out
+
+
+def check_paths(a: SpanAnalysis) -> None:
+    m = a.model
+    cp = critical_paths(a)
+    lo, hi = a.bounds
+    wall = hi - lo
+    assert np.all(np.abs(cp.total_us - wall) <= 0.01 * np.maximum(wall, 1e-9))
+    for k in range(wall.shape[0]):
+        sl = cp.step(k)
+        s, d, rows, kind = cp.start[sl], cp.dur[sl], cp.row[sl], cp.kind[sl]
+        assert d.sum() == pytest.approx(cp.by_kind[k].sum(), rel=1e-9, abs=1e-6)
+        assert np.all(d > 0)
+        assert np.all(s >= lo[k] - 1e-6) and np.all(s + d <= hi[k] + 1e-6)
+        # Every segment is an event of the trace; device work and the DataLoader's and
+        # collectives' host calls hold their segments.
+        assert np.all((rows >= 0) & (rows < len(m)))
+        held = np.isin(kind, [KIND_NAMES.index(x) for x in ("device", "input")])
+        r = rows[held]
+        assert np.all(m.start[r] <= s[held] + 1e-6) and np.all(s[held] + d[held] <= m.end[r] + 1e-6)
+        dev = kind == KIND_NAMES.index("device")
+        assert not np.any(m.is_host[rows[dev]])
+        host = kind == KIND_NAMES.index("host")
+        assert np.all(m.is_host[rows[host]])
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("run", "index"), _shared_files())
+def test_every_shared_step_path_is_its_wall_and_made_of_trace_events(run, index):
+    check_paths(shared_analysis(run, index))
+
+
+def _pair(side: str) -> SpanAnalysis:
+    files = sorted((PAIR / side).glob("*.pt.trace.json*")) if PAIR.is_dir() else []
+    if not files:
+        pytest.skip("../shared/pairs/h100_toyblocks_eager_vs_compile is not present")
+    return SpanAnalysis(load_trace(str(files[0])))
+
+
+def _warm_host(a: SpanAnalysis) -> tuple[float, float]:
+    """(the host's share of the warm steps' path, its mean µs per warm step)."""
+    by = critical_paths(a).by_kind[1:]  # step 0 is the cold one in both files
+    host = by[:, [KIND_NAMES.index("host"), KIND_NAMES.index("input")]].sum(axis=1)
+    return float(host.sum() / by.sum()), float(host.mean())
+
+
+@pytest.mark.shared
+def test_the_eager_and_compiled_pair_are_host_bound_and_compile_shortens_the_host():
+    """Both files' steps end with the host reaching the next iteration while the device
+    idles (busy 22 % and 33 %), with no sync inside a step: the host never waits for the
+    device, so the path is the host's time in both; what compile removes is host time."""
+    for c in (eager := _pair("before"), compiled := _pair("after")):
+        check_paths(c)
+    eager_share, eager_us = _warm_host(eager)
+    compiled_share, compiled_us = _warm_host(compiled)
+    assert eager_share >= 0.95 and compiled_share >= 0.95
+    assert compiled_us < 0.8 * eager_us  # 542 → 346 µs of host time per step
+
+
+@pytest.mark.shared
+def test_timesformer_runs_through_the_device_once_the_model_starts():
+    """One 383 ms step: 218 ms of video decoding and preprocessing on the host (the device
+    idles), then the model, whose kernels follow one another: the path goes through the
+    device for nearly all of the device's busy time."""
+    a = shared_analysis("tracelens_h100_timesformer_inference")
+    cp = critical_paths(a)
+    w = a.windows[0]
+    dev = cp.by_kind[0, KIND_NAMES.index("device")]
+    assert dev >= 0.9 * w.device_busy_us
+    # Nothing can be on the path longer than it ran: the device's share is at most busy.
+    assert dev <= w.device_busy_us + 1e-6
