@@ -33,6 +33,7 @@ from tb_diagnostics.analysis.cost.occupancy import (
     theoretical_occupancy,
 )
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import pairs
 from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.roofline import KERNEL_PRECISION, TF32_KERNEL, roofline
 from tb_diagnostics.trace.categories import Kind
@@ -97,37 +98,6 @@ class KernelCalls:
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
-
-
-#: Up to this many possible values a presence table finds the distinct ones in linear time.
-_DENSE_LIMIT = 1 << 24
-
-
-def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for int64 values ≥ -1 (ids, codes): a
-    presence table when their range is small, a sort otherwise."""
-    if not values.size:
-        return values[:0], np.zeros(0, dtype=np.int64)
-    hi = int(values.max())
-    if int(values.min()) < -1 or hi >= _DENSE_LIMIT:
-        u, inv = np.unique(values, return_inverse=True)
-        return u, inv.reshape(-1)
-    shifted = values + 1
-    present = np.zeros(hi + 2, dtype=bool)
-    present[shifted] = True
-    code = np.cumsum(present) - 1
-    return np.flatnonzero(present) - 1, code[shifted]
-
-
-def pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct (a, b) pairs (as two arrays, ordered by a then b) and each element's
-    pair index, for int64 id columns: no ``np.unique(axis=1)``, which sorts rows as bytes
-    (seconds on 10⁵ kernels)."""
-    ua, ia = _distinct(a)
-    ub, ib = _distinct(b)
-    width = max(int(ub.shape[0]), 1)
-    keys, inverse = _distinct(ia * width + ib)
-    return ua[keys // width], ub[keys % width], inverse
 
 
 def _ints(v: Any, n: int | None = None) -> list[int] | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.hierarchy import innermost_op, is_op, nearest_marked
 from tb_diagnostics.analysis.views.memory import DeviceMemory, memory_series
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.model import NO_ID
@@ -75,7 +76,8 @@ class OpGroup:
 @computed
 def allocation_sites(analysis: SpanAnalysis) -> Sites:
     """Each memory event's enclosing host events on its own thread (vectorised: per
-    thread one search, then a walk up the parents as deep as the deepest nesting)."""
+    thread one search, a walk up past the finished siblings, then the op ancestry by
+    pointer jumping)."""
     m = analysis.model
     mem = m.memory
     n = len(mem)
@@ -101,22 +103,22 @@ def allocation_sites(analysis: SpanAnalysis) -> Sites:
         todo = todo[out]
         inner[todo] = m.parent[r[out]]
         todo = todo[inner[todo] >= 0]
-    is_op = np.zeros(len(m), dtype=bool)
-    is_op[analysis.op_rows] = True
+    # The innermost op at or above each event's row, then the outermost op of the whole
+    # ancestry (annotations and Python frames between ops do not stop it): the op → op
+    # above links followed to their end by pointer jumping, log(depth) passes over the ops
+    # (a with_stack trace nests Python frames hundreds deep: one pass per level is seconds).
+    ops = is_op(analysis)
+    above = innermost_op(analysis)  # the nearest op strictly above each row
+    has = np.flatnonzero(inner >= 0)
+    r = inner[has]
+    inner_op = np.full(n, NO_ID, dtype=np.int64)
+    inner_op[has] = np.where(ops[r], r, above[r])
+    top = nearest_marked(np.where(ops, above, NO_ID).astype(np.int32), ops & (above < 0))
+    outer_op = np.full(n, NO_ID, dtype=np.int64)
+    at = inner_op >= 0
+    outer_op[at] = top[inner_op[at]]
     is_step = np.zeros(len(m), dtype=bool)
     is_step[analysis.step_rows] = True
-    outer_op = np.full(n, NO_ID, dtype=np.int64)
-    inner_op = np.full(n, NO_ID, dtype=np.int64)
-    cur = inner.copy()
-    live = np.flatnonzero(cur >= 0)
-    while live.size:
-        r = cur[live]
-        ops = is_op[r]
-        outer_op[live[ops]] = r[ops]
-        fresh = ops & (inner_op[live] < 0)
-        inner_op[live[fresh]] = r[fresh]
-        cur[live] = m.parent[r]
-        live = live[cur[live] >= 0]
     # Without an enclosing op (an annotation, a Python frame): the innermost host event
     # names the allocation, unless it is the step marker itself (steps enclose all else).
     named = (inner >= 0) & ~is_step[np.maximum(inner, 0)]

@@ -98,6 +98,11 @@ def module_tree(analysis: SpanAnalysis) -> ModuleTree:
     m = analysis.model
     frames = module_frame_rows(analysis).astype(np.int64)
     nf = frames.shape[0]
+    if not nf:  # no module frames: no climb over every row of the span for nothing
+        none, empty = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return ModuleTree(frames=none, frame_node=none, frame_window=none, host_us=empty,
+                          host_self_us=empty, device_us=empty, device_self_us=empty,
+                          node_parent=none, node_name=none, node_depth=none)
     marked = np.zeros(len(m), dtype=bool)
     marked[frames] = True
     # The nearest module frame strictly above each frame, as a frame index.

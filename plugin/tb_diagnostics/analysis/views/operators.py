@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import pairs
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, launching_op, nearest_marked
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.trace.categories import Kind
@@ -51,6 +52,10 @@ class OpCalls:
     nested_shapes: np.ndarray  # bool: inside a call of the same name and input dims
     stack_key: np.ndarray  # int64 key of the call stack, -1 where none was recorded
     stacks_recorded: bool
+    #: The distinct keys (sorted) and each call's index among them, -1 where none: the
+    #: one sort of the keys, done once for every grouping of the span.
+    stack_keys: np.ndarray
+    stack_code: np.ndarray
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -106,11 +111,35 @@ def _device_times(analysis: SpanAnalysis, ops: np.ndarray) -> tuple[np.ndarray, 
     return dev_self, dev_total
 
 
+#: The frame hash's multiplier: digest(frame) = digest(frame above) · P + name id + 1.
+_HASH_P = np.uint64(1_000_003)
+
+
+def _chain_digests(names: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Per frame, ``digest = digest[up] * P + names`` (mod 2⁶⁴; 0 above a root frame): the
+    hash of its chain of names from the outermost frame, by pointer jumping. Each frame
+    keeps ``digest = digest[ptr] * mult + h`` true while ``ptr`` doubles its climb, so a
+    chain of depth d takes log2 d passes (``with_stack`` nests frames hundreds deep: one
+    pass per level would be seconds on 10⁶ frames)."""
+    h = names.astype(np.uint64, copy=True)
+    mult = np.full(h.shape[0], _HASH_P, dtype=np.uint64)
+    ptr = up.astype(np.int64, copy=True)
+    todo = np.flatnonzero(ptr >= 0)
+    while todo.size:
+        p = ptr[todo]
+        # Every right side reads the pass's old values (synchronous jumping); uint64
+        # products wrap, as the digest's modulus wants.
+        h[todo] = h[p] * mult[todo] + h[todo]
+        mult[todo] = mult[p] * mult[todo]
+        ptr[todo] = ptr[p]
+        todo = todo[ptr[todo] >= 0]
+    return h
+
+
 def _stack_keys(analysis: SpanAnalysis, ops: np.ndarray) -> tuple[np.ndarray, bool]:
     """A call-stack key per op call: the 2021 ``Call stack`` string id (its own, else the
     nearest enclosing op's), else a hash of the ``python_function`` frames' names above
-    the call (innermost to outermost), else -1. Frame hashes are built a nesting level at
-    a time over the frames."""
+    the call (innermost to outermost), else -1."""
     m = analysis.model
     recorded = m.call_stack >= 0
     key = np.full(ops.shape[0], -1, dtype=np.int64)
@@ -132,19 +161,7 @@ def _stack_keys(analysis: SpanAnalysis, ops: np.ndarray) -> tuple[np.ndarray, bo
         pos[frames] = np.arange(frames.shape[0])
         up_frame = above(frames)
         up = np.where(up_frame >= 0, pos[np.maximum(up_frame, 0)], -1)
-        depth = np.zeros(frames.shape[0], dtype=np.int64)
-        climb = up.copy()
-        live = np.flatnonzero(climb >= 0)
-        while live.size:
-            depth[live] += 1
-            climb[live] = up[climb[live]]
-            live = live[climb[live] >= 0]
-        digest = np.zeros(frames.shape[0], dtype=np.uint64)
-        names = m.name[frames].astype(np.uint64) + np.uint64(1)
-        for d in range(int(depth.max()) + 1):
-            at = np.flatnonzero(depth == d)
-            base = digest[up[at]] if d else np.zeros(at.size, dtype=np.uint64)
-            digest[at] = base * np.uint64(1_000_003) + names[at]  # wraps mod 2**64
+        digest = _chain_digests(m.name[frames].astype(np.uint64) + np.uint64(1), up)
         inner = above(ops)
         tagged = (digest[pos[np.maximum(inner, 0)]] >> np.uint64(2)).astype(np.int64) \
             | np.int64(1 << 62)  # never a string id
@@ -159,11 +176,16 @@ def op_calls(analysis: SpanAnalysis) -> OpCalls:
     nested_name, nested_shapes = _nested(analysis, ops)
     dev_self, dev_total = _device_times(analysis, ops)
     stack_key, recorded = _stack_keys(analysis, ops)
+    has = stack_key >= 0
+    stack_keys, code = np.unique(stack_key[has], return_inverse=True)
+    stack_code = np.full(stack_key.shape[0], -1, dtype=np.int64)
+    stack_code[has] = code.reshape(-1)
     return OpCalls(rows=ops, window=window_of_rows(analysis, ops).astype(np.int64),
                    host_us=m.dur[ops], host_self_us=m.self_time(ops),
                    device_self_us=dev_self, device_total_us=dev_total,
                    nested_name=nested_name, nested_shapes=nested_shapes,
-                   stack_key=stack_key, stacks_recorded=recorded)
+                   stack_key=stack_key, stacks_recorded=recorded, stack_keys=stack_keys,
+                   stack_code=stack_code)
 
 
 @dataclass(frozen=True)
@@ -234,11 +256,9 @@ def _group(analysis: SpanAnalysis, by: str, window: int | None,
         name_ids, gid = m.name_groups(rows)
         dims_ids = np.full(name_ids.shape[0], -1, dtype=np.int64)
     else:
-        width = len(m.strings) + 1
-        key = m.name[rows].astype(np.int64) * width + (m.input_dims[rows].astype(np.int64) + 1)
-        uniq, gid = np.unique(key, return_inverse=True)
-        gid = gid.reshape(-1)
-        name_ids, dims_ids = uniq // width, uniq % width - 1
+        # Ordered by name id, then dims id (-1: none first), as a sort of the pairs would.
+        name_ids, dims_ids, gid = pairs(m.name[rows].astype(np.int64),
+                                        m.input_dims[rows].astype(np.int64))
     n = name_ids.shape[0]
     nested = (c.nested_shapes if by == "shapes" else c.nested_name)[idx]
     outer = ~nested
@@ -248,7 +268,7 @@ def _group(analysis: SpanAnalysis, by: str, window: int | None,
         return np.bincount(gid, weights=v, minlength=n)
 
     first, first_starts = _first_calls(gid, n)
-    stack = _stack_modes(c.stack_key[idx], gid, n, rows)
+    stack = _stack_modes(c.stack_code[idx], c.stack_keys, gid, n, rows)
     return OpGroups(by=by, name_ids=name_ids.astype(np.int64), dims_ids=dims_ids,
                     calls=np.bincount(gid, minlength=n),
                     host_total_us=total(c.host_us, outer), host_self_us=total(c.host_self_us),
@@ -280,20 +300,21 @@ def _first_calls(gid: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return pos, starts
 
 
-def _stack_modes(key: np.ndarray, gid: np.ndarray, n: int,
+def _stack_modes(code: np.ndarray, keys: np.ndarray, gid: np.ndarray, n: int,
                  rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per group: its most common stack key, that key's calls, the distinct keys, one
-    call with it (calls without a stack are not counted)."""
+    call with it (calls without a stack, ``code`` -1, are not counted). ``code`` indexes
+    ``keys``; the (group, stack) pairs are found without a sort where their range allows."""
     out = {"stack_key": np.full(n, -1, dtype=np.int64), "stack_calls": np.zeros(n, np.int64),
            "stacks": np.zeros(n, np.int64), "stack_row": np.full(n, -1, dtype=np.int64)}
-    has = np.flatnonzero(key >= 0)
+    has = np.flatnonzero(code >= 0)
     if not has.size:
         return out
-    keys, code = np.unique(key[has], return_inverse=True)
-    width = keys.shape[0]
-    pair = gid[has].astype(np.int64) * width + code.reshape(-1)
-    uniq, first, counts = np.unique(pair, return_index=True, return_counts=True)
-    g, k = uniq // width, keys[uniq % width]
+    g, k, pair = pairs(gid[has].astype(np.int64), code[has])
+    counts = np.bincount(pair, minlength=g.shape[0])
+    first = np.full(g.shape[0], has.size, dtype=np.int64)
+    np.minimum.at(first, pair, np.arange(has.size))
+    k = keys[k]
     out["stacks"] = np.bincount(g, minlength=n)
     # Most common first within each group (ties: the earlier call's stack).
     order = np.lexsort((first, -counts, g))
