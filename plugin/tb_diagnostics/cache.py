@@ -15,8 +15,10 @@ killed writer's temporaries and the size accounting look only at names the cache
 itself makes there (entries: 32 hex digits; temporaries: :data:`TMP_PREFIX` …
 ``.tmp``); nothing else under the root is ever listed, sized or deleted, and a
 store directory without the marker is neither written nor evicted from (the
-cache is off, with one warning). Entries of earlier layouts, directly in the
-root, are not read and are left alone. A cache root inside a local log dir is
+cache is off, with one warning). Entries of earlier layouts are never read; a
+marked store of an earlier format is removed by the rescans once idle, name by name
+(:mod:`tb_diagnostics.cache_retire`), and format 2's unmarked entries, directly in the
+root, are left alone. A cache root inside a local log dir is
 refused (:func:`cache_for_logdir`): nothing is ever written into a log dir.
 
 An entry is the files of one key, side by side in the store (no directory per entry,
@@ -64,6 +66,7 @@ import msgspec
 
 from tb_diagnostics.cache_books import Books, books_for, record_write
 from tb_diagnostics.cache_format import model_from_buffer, model_parts
+from tb_diagnostics.cache_retire import retire_old_stores
 from tb_diagnostics.cache_store import (
     CACHE_FORMAT,
     MARKER_NAME,
@@ -362,4 +365,6 @@ class TraceCache:
         if not is_marked(self.store):
             return 0, 0
         entries, _ = scan_store(self.store, sweep_before=time.time() - STALE_TMP_S)
+        # An upgrade's old store is read by nothing: it goes with the rescans (cache_retire).
+        retire_old_stores(self.root)
         return evict_oldest(entries, self.max_bytes * (1 - HEADROOM))
