@@ -202,6 +202,42 @@ def test_memory_findings_are_listed_for_the_chart(tmp_path):
     assert f["device"] == "CUDA 0" and f["steps"] == [1] and f["severity"] == "warning"
 
 
+def test_memory_findings_are_the_reports_under_the_runs_thresholds(tmp_path):
+    """Through the tab's route, with thresholds that are not the defaults: the card lists
+    exactly the memory findings of the span's summary (the report's rules run)."""
+    import time
+
+    from tb_diagnostics.analysis import Thresholds
+    from tb_diagnostics.server.provider import DataProvider
+
+    # 100 MB more at each of four steps' ends (memory-growth), 512 MB reserved on a part
+    # of 550 MB (memory-near-capacity).
+    t = TraceBuilder(device_properties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3",
+                                         "totalGlobalMem": 550 * MB}])
+    for s in range(4):
+        t.step(s, s * 1000, 900)
+        t.op("aten::cat", s * 1000 + 10, 20)
+        mem(t, s * 1000 + 15, 100 * MB, (s + 1) * 100 * MB, 0x100 + s)
+    t.write(tmp_path / "log" / "r" / "w.1.pt.trace.json")
+    th = Thresholds(compute_bound=0.9, low_busy=0.5, cpu_heavy_self_us=1.0)
+    provider = DataProvider(str(tmp_path / "log"), thresholds=th, fresh_s=0.0)
+    try:
+        deadline = time.monotonic() + 60
+        while (got := provider.view("memory", "r", "w", "1", {}))[0] != 200:
+            assert time.monotonic() < deadline, got
+            time.sleep(0.02)
+        card = got[1]["findings"]
+        summary = provider.span("r", "w", "1")[1]["summary"]
+    finally:
+        provider.shutdown()
+    rules = {"memory-growth", "memory-near-capacity"}
+    reported = [{"rule": f["rule"], "severity": f["severity"], "title": f["title"],
+                 "device": f["subject"], "message": f["message"], "steps": f["steps"]}
+                for f in summary["findings"] if f["rule"] in rules]
+    assert {f["rule"] for f in card} == rules
+    assert card == reported
+
+
 def _shared(run: str) -> Path:
     files = sorted((SHARED / run).glob("*.pt.trace.json*")) if (SHARED / run).is_dir() else []
     if not files:

@@ -27,6 +27,7 @@ from tb_diagnostics.analysis.views.memory_view import (
     window_bounds,
 )
 from tb_diagnostics.report.views import SpanView, ViewParamError, ViewParams, page, step_window
+from tb_diagnostics.rules import run_rules
 from tb_diagnostics.rules.memory_growth import RULE as GROWTH
 from tb_diagnostics.rules.memory_near_capacity import RULE as NEAR_CAPACITY
 
@@ -45,6 +46,8 @@ NO_ADDRESSES = (
     "an allocation cannot be matched to its free, so what is alive at the peak is unknown.")
 
 COLUMNS = ("device", "op", "bytes", "count", "largest_bytes", "stack")
+#: The rules whose findings the card lists (and whose steps it shades).
+MEMORY_RULES = (GROWTH, NEAR_CAPACITY)
 
 
 def _num(x: float | None) -> float | None:
@@ -156,13 +159,13 @@ def _step_at(analysis: SpanAnalysis, ts: float) -> int | None:
 
 
 def _findings(analysis: SpanAnalysis) -> list[dict[str, Any]]:
-    """The memory rules' findings, with the device and steps the chart marks."""
-    out = []
-    for rule in (GROWTH, NEAR_CAPACITY):
-        for f in rule.run(analysis):
-            out.append({"rule": f.rule, "severity": f.severity, "title": f.title,
-                        "device": f.subject, "message": f.message, "steps": list(f.steps)})
-    return out
+    """The memory rules' findings, with the device and steps the chart marks: run the way
+    the span's report runs its rules (``run_rules``: the same thresholds, subjects and
+    order, a rule that fails costs only its findings), so the card lists what the report
+    and the tab's findings say."""
+    return [{"rule": f.rule, "severity": f.severity, "title": f.title, "device": f.subject,
+             "message": f.message, "steps": list(f.steps)}
+            for f in run_rules(analysis, MEMORY_RULES)]
 
 
 def document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, Any]:
