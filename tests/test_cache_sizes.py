@@ -129,3 +129,20 @@ def test_eviction_takes_all_files_of_an_entry(tmp_path):
     assert all(len(e.files) == 2 for e in kept)  # no entry left with half its files
     gone = [f for f in ld.files if cache.key(f) not in {e.key for e in kept}]
     assert gone and all(cache.entry_files(f) == [] for f in gone)
+
+
+def test_the_pools_workers_keep_the_callers_cache_settings(tmp_path):
+    # A pool worker opens the cache again in its own process: it must get the bound and
+    # the model threshold the caller chose, not the defaults (two files: a real pool).
+    files = write_run(tmp_path / "logs", n_files=2).files
+    cache = TraceCache(tmp_path / "cache", min_model_rows=0)
+    engine.summarise_files(files, cache=cache, workers=2)
+    models = [n for n in store_files(cache) if n.endswith(".model")]
+    assert sorted(models) == sorted(f"{cache.key(f)}.model" for f in files)
+
+
+def test_a_cache_spec_round_trips():
+    cache = TraceCache("/nonexistent/root", max_bytes=123, min_model_rows=7)
+    again = TraceCache.from_spec(cache.spec())
+    assert (str(again.root), again.max_bytes, again.min_model_rows) == (
+        "/nonexistent/root", 123, 7)

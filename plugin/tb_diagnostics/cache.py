@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -168,6 +168,14 @@ def cache_for_logdir(logdir: str | os.PathLike[str] | None,
     return tc
 
 
+class CacheSpec(NamedTuple):
+    """A cache's configuration, small and picklable, for the pool's workers."""
+
+    root: str
+    max_bytes: int
+    min_model_rows: int
+
+
 class TraceCache:
     """Built models and results on disk; every method is safe to call concurrently."""
 
@@ -179,6 +187,15 @@ class TraceCache:
         self.min_model_rows = min_model_rows
         self.store = self.root / STORE_NAME
         self._books_key = os.path.abspath(self.store)
+
+    def spec(self) -> CacheSpec:
+        """What another process needs to open this same cache, configured alike."""
+        return CacheSpec(str(self.root), self.max_bytes, self.min_model_rows)
+
+    @staticmethod
+    def from_spec(spec: CacheSpec) -> TraceCache:
+        return TraceCache(spec.root, max_bytes=spec.max_bytes,
+                          min_model_rows=spec.min_model_rows)
 
     @staticmethod
     def for_logdir_or_none(logdir: str | None) -> TraceCache | None:

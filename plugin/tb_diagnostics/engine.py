@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from tb_diagnostics.analysis import SpanAnalysis, Thresholds
-from tb_diagnostics.cache import TraceCache, digest
+from tb_diagnostics.cache import CacheSpec, TraceCache, digest
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.logdir import LogDir, SpanFile
 from tb_diagnostics.opening import analysed_spans, open_analysis, open_model
@@ -102,8 +102,8 @@ def build_document(logdir: LogDir, run: str | None = None,
 
 
 def _summary_job(f: SpanFile, thresholds: Thresholds | None,
-                 cache_root: str | None) -> dict[str, Any]:
-    cache = TraceCache(cache_root) if cache_root is not None else None
+                 cache_spec: CacheSpec | None) -> dict[str, Any]:
+    cache = TraceCache.from_spec(cache_spec) if cache_spec is not None else None
     return span_summary(f, thresholds, cache)
 
 
@@ -148,7 +148,9 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
         else:
             todo.append(f)
     n_workers = min(workers, MAX_WORKERS) if workers else default_workers(len(todo))
-    cache_root = str(cache.root) if cache is not None else None
+    # The whole configuration travels, not only the root: a worker's writes and evictions
+    # keep the caller's bound and model threshold.
+    cache_spec = cache.spec() if cache is not None else None
     # An in-memory filesystem exists only in this process: no pool can see it.
     in_memory = any(f.url.startswith("memory://") for f in todo)
     if executor is None and (n_workers <= 1 or len(todo) <= 1 or in_memory):
@@ -158,7 +160,7 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
     if executor is not None:
         from concurrent.futures import as_completed
 
-        futures = {executor.submit(_summary_job, f, thresholds, cache_root): f for f in todo}
+        futures = {executor.submit(_summary_job, f, thresholds, cache_spec): f for f in todo}
         for fut in as_completed(futures):
             finished(futures[fut], fut.result())
         return out
@@ -166,17 +168,17 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
     # and every file in flight with it. Those files are retried once in a fresh pool; what
     # breaks that one too runs one file per process, so only the file that kills its
     # process again is reported as such, and every other file is still analysed.
-    left = _pool_round(todo, thresholds, cache_root, n_workers, finished)
+    left = _pool_round(todo, thresholds, cache_spec, n_workers, finished)
     if left:
         _log.debug("a worker died: %d file(s) retried in a fresh pool", len(left))
-        left = _pool_round(left, thresholds, cache_root, n_workers, finished)
+        left = _pool_round(left, thresholds, cache_spec, n_workers, finished)
     if left:
         _log.debug("a worker died again: %d file(s) retried one per process", len(left))
-        _one_per_process(left, thresholds, cache_root, n_workers, finished)
+        _one_per_process(left, thresholds, cache_spec, n_workers, finished)
     return out
 
 
-def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_root: str | None,
+def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_spec: CacheSpec | None,
                 n_workers: int, finished: Callable[[SpanFile, dict[str, Any]], None],
                 ) -> list[SpanFile]:
     """Run the files' jobs in a fresh pool; the files it did not finish because the pool
@@ -193,7 +195,7 @@ def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_root
         futures = {}
         for k, f in enumerate(files):
             try:
-                futures[pool.submit(_summary_job, f, thresholds, cache_root)] = k
+                futures[pool.submit(_summary_job, f, thresholds, cache_spec)] = k
             except BrokenProcessPool:  # it broke while the jobs were being handed out
                 lost.update(range(k, len(files)))
                 break
@@ -215,13 +217,13 @@ def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_root
 
 
 def _one_file_job(conn: Any, f: SpanFile, thresholds: Thresholds | None,
-                  cache_root: str | None) -> None:
-    conn.send(_summary_job(f, thresholds, cache_root))
+                  cache_spec: CacheSpec | None) -> None:
+    conn.send(_summary_job(f, thresholds, cache_spec))
     conn.close()
 
 
 def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
-                     cache_root: str | None, n_workers: int,
+                     cache_spec: CacheSpec | None, n_workers: int,
                      finished: Callable[[SpanFile, dict[str, Any]], None]) -> None:
     """Each file in a process of its own (``n_workers`` at a time): a process that dies
     costs only its file, which gets a one-line error saying how it died."""
@@ -235,7 +237,7 @@ def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
         while pending and len(running) < n_workers:
             f = pending.pop(0)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_one_file_job, args=(send, f, thresholds, cache_root),
+            proc = ctx.Process(target=_one_file_job, args=(send, f, thresholds, cache_spec),
                                daemon=True)
             proc.start()
             send.close()  # the child holds the only writer: its death is EOF here
