@@ -6,6 +6,7 @@ the shared pairs and of the TimeSformer inference step."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -126,13 +127,15 @@ def test_the_document_is_bounded_and_the_whole_path_is_there_on_request(tmp_path
         b.launch("add_kernel", 5.5 + 3 * k, 20 + 40 * k, 39)
     a = b.analysis()
     doc = critical_path_document(a, 0)
-    full = critical_path_document(a, 0, limit=None)
+    full = critical_path_document(a, 0, limit=None, in_time_order=True)
     assert len(doc["segments"]) == TOP_SEGMENTS
     assert doc["segments_total"] == len(full["segments"]) > TOP_SEGMENTS
     assert doc["segments_omitted"] == doc["segments_total"] - TOP_SEGMENTS
     durs = [s["dur_us"] for s in doc["segments"]]
     assert durs == sorted(durs, reverse=True)
     assert sum(s["dur_us"] for s in full["segments"]) == pytest.approx(doc["total_us"])
+    starts = [s["start_us"] for s in full["segments"]]
+    assert starts == sorted(starts) and full["whole_path"] and not doc["whole_path"]
     assert doc["by_op"][0] == {"op": "aten::add", "kind": "device",
                                "us": pytest.approx(30 * 39.0), "segments": 30}
     json.dumps(doc)  # plain JSON types only
@@ -218,3 +221,58 @@ def test_timesformer_runs_through_the_device_once_the_model_starts():
     assert dev >= 0.9 * w.device_busy_us
     # Nothing can be on the path longer than it ran: the device's share is at most busy.
     assert dev <= w.device_busy_us + 1e-6
+
+
+# ---- the report, --step and the step route ----------------------------------------------
+def _two_steps(tmp_path) -> None:
+    b = TraceBuilder(tmp_path / "logs" / "run")
+    for s in range(2):
+        t0 = 1000.0 * s
+        b.step(s + 1, t0, 1000)
+        for k in range(8):
+            b.op("aten::add", t0 + 5 + 20 * k, 10)
+            b.launch("add_kernel", t0 + 10 + 20 * k, t0 + 18 + 20 * k, 5)
+    b.write()
+
+
+def test_report_lists_the_path_per_step_and_the_whole_path_with_step(tmp_path, capsys):
+    from tb_diagnostics.cli import main
+
+    _two_steps(tmp_path)
+    logdir = str(tmp_path / "logs")
+    assert main(["report", logdir, "--no-cache", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    steps = doc["runs"][0]["workers"][0]["spans"][0]["steps"]
+    for s in steps:
+        cp = s["critical_path"]
+        assert cp["total_us"] == pytest.approx(s["wall_us"], rel=0.01)
+        assert sum(cp["by_kind"].values()) == pytest.approx(cp["total_us"], abs=1e-3)
+        assert len(cp["segments"]) == min(TOP_SEGMENTS, cp["segments_total"])
+        assert not cp["whole_path"]
+    assert main(["report", logdir, "--no-cache", "--format", "json", "--step", "2"]) == 0
+    whole = json.loads(capsys.readouterr().out)["runs"][0]["workers"][0]["spans"][0]["steps"]
+    assert whole[0]["critical_path"] == steps[0]["critical_path"]  # only step 2 changes
+    cp = whole[1]["critical_path"]
+    assert cp["whole_path"] and len(cp["segments"]) == cp["segments_total"] > TOP_SEGMENTS
+    assert main(["report", logdir, "--no-cache", "--step", "2"]) == 0
+    text = capsys.readouterr().out
+    section = text[text.index("  critical path"):]
+    section = section[:re.search(r"\n  \S", section).start()]  # up to what follows
+    assert "#1 1.00 ms, ended by the host: host 100%" in section
+    assert "add_kernel" not in section  # host-bound: no kernel is on the path
+    # Step 1: its 3 longest segments and a count of the rest; step 2: every segment.
+    assert section.count("\n        host ") == 3 + cp["segments_total"]
+
+
+def test_the_step_route_gives_the_whole_path(tmp_path):
+    from tb_diagnostics.server.provider import DataProvider
+
+    _two_steps(tmp_path)
+    p = DataProvider(str(tmp_path / "logs"))
+    f = p.find("run", "worker0", "1")
+    p.loader.wait(f)
+    code, detail = p.step("run", "worker0", "1", "1")
+    assert code == 200
+    cp = detail["critical_path"]
+    assert cp["whole_path"] and len(cp["segments"]) == cp["segments_total"]
+    assert sum(s["dur_us"] for s in cp["segments"]) == pytest.approx(cp["total_us"], abs=1e-3)

@@ -6,7 +6,14 @@ import argparse
 import sys
 
 from tb_diagnostics.commands import Command
-from tb_diagnostics.commands._common import add_logdir_arguments, analyse, write_output
+from tb_diagnostics.commands._common import (
+    add_logdir_arguments,
+    analyse,
+    open_cache,
+    open_logdir,
+    thresholds_from,
+    write_output,
+)
 from tb_diagnostics.output import json_text
 from tb_diagnostics.report.text import render_markdown, render_text
 
@@ -15,10 +22,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_logdir_arguments(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    p.add_argument("--step", type=int, default=None,
+                   help="list the whole critical path of step N (ProfilerStep#N's N; inferred "
+                        "iterations count from 0), not only its longest segments")
+
+
+def _add_whole_paths(doc: dict, args: argparse.Namespace) -> None:
+    """Step ``args.step``'s whole critical path in each span that has it (the document,
+    cached or not, holds only the longest segments: the span is analysed again)."""
+    from tb_diagnostics.opening import analysed_spans
+    from tb_diagnostics.report.critical_path import whole_paths
+
+    spans = {s["file"]: s for r in doc["runs"] for w in r["workers"] for s in w["spans"]}
+    ld = open_logdir(args.logdir, args.run)
+    files = [f for r in ld.runs if args.run is None or r.name == args.run for f in r.files]
+    for span, analysis in analysed_spans(files, spans, thresholds_from(args),
+                                         open_cache(args, args.logdir)):
+        for k, path in whole_paths(analysis, args.step).items():
+            if k < len(span["steps"]):
+                span["steps"][k]["critical_path"] = path
 
 
 def run(args: argparse.Namespace) -> int:
     doc = analyse(args, run=args.run)
+    if args.step is not None:
+        _add_whole_paths(doc, args)
     if args.format == "json":
         text = json_text(doc)
     elif args.format == "markdown":

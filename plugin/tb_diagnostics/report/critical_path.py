@@ -12,10 +12,14 @@ from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
 
-#: Segments each step's document lists (the longest); the rest are counted.
-TOP_SEGMENTS = 10
+#: Segments each step's document lists (the longest); the rest are counted. Few: the
+#: tab's span document carries up to 2,000 steps.
+TOP_SEGMENTS = 5
 #: Ops each step's document lists by their time on the path.
-TOP_OPS = 5
+TOP_OPS = 3
+#: Segments the step route lists at most, in time order (the longest, where a step's
+#: path has more: a host-bound step of 100,000 launches has 200,000).
+ROUTE_SEGMENTS = 50_000
 #: Segments per step in the text report.
 TEXT_SEGMENTS = 3
 
@@ -63,16 +67,24 @@ def _by_op(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
 
 
 def critical_path_document(analysis: SpanAnalysis, index: int,
-                           limit: int | None = TOP_SEGMENTS) -> dict[str, Any]:
-    """Window ``index``'s path: total, split by kind, what ended it, its longest
-    ``limit`` segments (longest first; None: every segment, in time order) and ops."""
+                           limit: int | None = TOP_SEGMENTS,
+                           in_time_order: bool = False) -> dict[str, Any]:
+    """Window ``index``'s path: total, split by kind, what ended it, its longest ``limit``
+    segments (None: all), longest first or ``in_time_order``, and the ops it spends most
+    in. ``whole_path`` says the segments are the path in time order (the text report then
+    lists them all)."""
     cp = critical_paths(analysis)
     sl = cp.step(index)
     idx = np.arange(sl.start, sl.stop)
-    if limit is not None:
-        idx = idx[np.argsort(-cp.dur[idx], kind="stable")[:limit]]
     n = sl.stop - sl.start
+    if limit is not None and n > limit:
+        idx = idx[np.argsort(-cp.dur[idx], kind="stable")[:limit]]
+        if in_time_order:
+            idx.sort()
+    elif not in_time_order:
+        idx = idx[np.argsort(-cp.dur[idx], kind="stable")]
     return {
+        "whole_path": in_time_order,
         "total_us": _us(cp.by_kind[index].sum()),
         "by_kind": {k: _us(v) for k, v in zip(KIND_NAMES, cp.by_kind[index].tolist(),
                                               strict=True)},
@@ -82,6 +94,13 @@ def critical_path_document(analysis: SpanAnalysis, index: int,
         "segments_omitted": n - int(idx.size),
         "by_op": _by_op(analysis, np.arange(sl.start, sl.stop)),
     }
+
+
+def whole_paths(analysis: SpanAnalysis, step: int) -> dict[int, dict[str, Any]]:
+    """The whole path of every window numbered ``step`` (ProfilerStep#N's N; inferred
+    iterations count from 0), by window index."""
+    return {w.index: critical_path_document(analysis, w.index, limit=None, in_time_order=True)
+            for w in analysis.windows if w.step == step}
 
 
 def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
@@ -103,9 +122,10 @@ def _short(name: str | None, width: int = 80) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def critical_path_lines(span: dict[str, Any], full: bool = False) -> list[str]:
-    """The text report's lines: per step the path's split and its longest segments (all
-    of those the document holds with ``full``)."""
+def critical_path_lines(span: dict[str, Any]) -> list[str]:
+    """The text report's lines: per step the path's split, the ops it spends most in and
+    its longest segments (every segment, in time order, of a step whose whole path the
+    document holds: ``report --step N``)."""
     steps = [s for s in span.get("steps") or [] if s.get("critical_path")]
     if not steps:
         return []
@@ -117,6 +137,11 @@ def critical_path_lines(span: dict[str, Any], full: bool = False) -> list[str]:
                           sorted(cp["by_kind"].items(), key=lambda kv: -kv[1]) if v > 0)
         label = "(all)" if s["step"] is None else f"#{s['step']}"
         lines.append(f"    {label} {_dur(total)}, ended by the {cp['ended_by']}: {split}")
+        full = cp.get("whole_path", False)
+        ops = ", ".join(f"{_short(o['op'], 60)} ({o['kind']}) {_pct(o['us'], total)}"
+                        for o in cp.get("by_op") or [])
+        if ops:
+            lines.append(f"        mostly in: {ops}")
         segs = cp["segments"] if full else cp["segments"][:TEXT_SEGMENTS]
         for g in segs:
             op = f" in {_short(g['op'])}" if g.get("op") and g["op"] != g["name"] else ""

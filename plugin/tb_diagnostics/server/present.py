@@ -18,6 +18,7 @@ from tb_diagnostics.analysis.timeline import step_timeline
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.engine import open_analysis, span_summary
 from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.report.critical_path import ROUTE_SEGMENTS, critical_path_document
 from tb_diagnostics.report.document import span_document
 from tb_diagnostics.report.text import headline
 from tb_diagnostics.server.loader import Progress
@@ -105,4 +106,7 @@ def step_detail(analysis: SpanAnalysis, index: int,
         # The node of the first highlighted call, root first: the tab opens the tree there.
         "highlight_path": path_to_row(analysis.model, w, tree, highlight[0]) if highlight else [],
         "timeline": step_timeline(analysis, index, highlight),
+        # The step's whole critical path, every segment in time order (issue 27).
+        "critical_path": critical_path_document(analysis, index, ROUTE_SEGMENTS,
+                                                in_time_order=True),
     }
