@@ -11,8 +11,12 @@ recorded times it reproduces, so a change to some of them can be replayed:
 - **device streams**: kernels, copies and memsets in their order on each stream;
 - **edges**: a device activity starts no earlier than its launch call, the previous
   activity on its stream, and, where the recording shows one, the activity on another
-  stream it waited for (``cudaStreamWaitEvent``, collectives); a sync call returns no
-  earlier than the device activity that released it in the recording;
+  stream it waited for (``cudaStreamWaitEvent``, collectives: :func:`_cross_waits`); a
+  sync call returns no earlier than the device activity that released it in the
+  recording. A wait the device's own delays do not explain is a wait for the device's
+  work, not for the host: it follows the other stream's work (an activity that started
+  37.5 ms after its launch onto an idle stream, kept as a delay after the host's call,
+  held every stream that may not overlap it to its recorded time, step after step);
 - **latencies, not frozen slack**: each edge has its own delay. The recorded
   launch-to-start delay is split into the device's launch latency and queueing: on the
   edge that bound the activity in the recording the recorded delay stays (the replay
@@ -44,7 +48,9 @@ from tb_diagnostics.trace.model import NO_ID
 #: Timepoint kinds on a host thread, in their order at equal times.
 SYNC_START, LAUNCH, SYNC_END, MARK = 0, 1, 2, 3
 #: An activity starting within this many µs of another stream's activity's end, and
-#: later than its own launch and stream allow, waited for it.
+#: later than its own launch and stream allow, waited for it; one starting this much later
+#: than its own edges allow at the device's own delays waited for the other stream's
+#: activity that ended last before it (:func:`_cross_waits`).
 CROSS_STREAM_US = 2.0
 #: Fewer samples than this and a trace's own launch latency or back-to-back gap is not
 #: measured: the defaults below stand in.
@@ -223,6 +229,41 @@ def _device_edges(a_start: np.ndarray, a_end: np.ndarray, a_lane: np.ndarray,
     return dev, dev_end
 
 
+def _cross_waits(a_start: np.ndarray, a_end: np.ndarray, a_lane: np.ndarray,
+                 a_device: np.ndarray, base: np.ndarray, ready: np.ndarray) -> np.ndarray:
+    """Per activity, the activity on another stream of its device it waited for, or -1.
+
+    The candidate is the one on another stream that ended last by its start. It waited
+    for it where it started later than its own edges allow (``base``: its launch call,
+    its stream's previous activity) right when the candidate ended (within
+    :data:`CROSS_STREAM_US`); or where it started later than its own edges allow at the
+    device's own delays (``ready``: a launch latency after the call, a back-to-back gap
+    after the previous activity) and the candidate ended after that: the wait is the
+    device's, for another stream's work (a ``cudaStreamWaitEvent`` the trace does not
+    link, the V100's 5-7 µs event latency), not a delay after the host's call. Kept on
+    the launch edge, such a wait would hold the activity, and every stream that may not
+    overlap it further than recorded, to the host's recorded time.
+    """
+    n = a_start.shape[0]
+    cross = np.full(n, NO_ID, dtype=np.int64)
+    for lane in np.unique(a_lane).tolist():
+        on = np.flatnonzero(a_lane == lane)
+        others = np.flatnonzero((a_lane != lane) & (a_device == a_device[on[0]]))
+        if not others.size:
+            continue
+        others = others[np.argsort(a_end[others], kind="stable")]
+        at = np.searchsorted(a_end[others], a_start[on] + 0.5, side="right") - 1
+        ok = at >= 0
+        on, cand = on[ok], others[at[ok]]
+        end, start = a_end[cand], a_start[on]
+        rounded = (start - base[on] > CROSS_STREAM_US) & (np.abs(start - end) <= CROSS_STREAM_US)
+        unexplained = (np.isfinite(ready[on]) & (start - ready[on] > CROSS_STREAM_US)
+                       & (end > ready[on]))
+        use = rounded | unexplained
+        cross[on[use]] = cand[use]
+    return cross
+
+
 @computed
 def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     m = analysis.model
@@ -257,27 +298,19 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     prev_end[has_prev] = a_end[a_prev[has_prev]]
     base = np.maximum(launch_t, prev_end)
 
-    # Cross-stream waits, where the recording shows one: the activity started later than
-    # its own edges allow, right when an activity on another stream ended.
-    a_cross = np.full(n_a, NO_ID, dtype=np.int64)
-    cross_end = np.full(n_a, -np.inf)
-    if n_a:
-        by_end = np.argsort(a_end, kind="stable")
-        at = np.searchsorted(a_end[by_end], a_start + 0.5, side="right") - 1
-        ok = at >= 0
-        cand = np.where(ok, by_end[np.maximum(at, 0)], NO_ID)
-        late = a_start - np.where(np.isfinite(base), base, -np.inf) > CROSS_STREAM_US
-        near = ok & (np.abs(a_start - a_end[np.maximum(cand, 0)]) <= CROSS_STREAM_US)
-        other = ok & (a_lane[np.maximum(cand, 0)] != a_lane)
-        use = late & near & other & (cand != np.arange(n_a))
-        a_cross[use] = cand[use]
-        cross_end[use] = a_end[cand[use]]
-        base[use] = np.maximum(base[use], cross_end[use])
-
     graph_ids = np.asarray([i for i in np.unique(m.name[call[call >= 0]]).tolist()
                             if GRAPH_LAUNCH.match(m.strings[i])], dtype=np.int64)
     in_graph = (call >= 0) & np.isin(m.name[np.maximum(call, 0)], graph_ids)
     latency, gap = device_latencies(launch_t, prev_end, a_start, in_graph)
+
+    # Cross-stream waits, where the recording shows one (:func:`_cross_waits`).
+    a_cross = _cross_waits(a_start, a_end, a_lane, m.device[acts], base,
+                           np.maximum(launch_t + latency, prev_end + gap))
+    use = a_cross >= 0
+    cross_end = np.full(n_a, -np.inf)
+    cross_end[use] = a_end[a_cross[use]]
+    base[use] = np.maximum(base[use], cross_end[use])
+
     a_lat = _edge_delay(a_start, launch_t, base, latency)
     a_gap = _edge_delay(a_start, prev_end, base, gap, floor=-np.inf)
     a_cross_lat = _edge_delay(a_start, cross_end, base, gap)
