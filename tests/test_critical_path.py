@@ -103,6 +103,30 @@ def test_a_host_waiting_for_the_dataloader(tmp_path):
                            ("device", "k1", 423.0, 100.0)]
 
 
+def test_a_host_waiting_in_a_collective_on_its_own_thread_or_another(tmp_path):
+    """A collective's host call on the training thread is comm; so is the time a thread
+    that records nothing but its step spends while gloo runs the collective on its own
+    thread (the training thread waits for it)."""
+    b = TraceBuilder(tmp_path / "own")
+    b.step(1, 0, 1000)
+    b.op("c10d::allreduce_", 100, 800)
+    assert segments(b.analysis()) == [("host", "ProfilerStep#1", 0.0, 100.0),
+                                      ("comm", "c10d::allreduce_", 100.0, 800.0),
+                                      ("host", "ProfilerStep#1", 900.0, 100.0)]
+    b = TraceBuilder(tmp_path / "other")
+    b.step(1, 0, 1000)
+    b.op("gloo:all_reduce", 100, 800, tid=200)
+    b.op("aten::add", 950, 20)  # the thread's own work: host, whatever else runs
+    b.op("gloo:all_reduce", 940, 50, tid=200)
+    assert segments(b.analysis()) == [("host", "ProfilerStep#1", 0.0, 100.0),
+                                      ("comm", "gloo:all_reduce", 100.0, 800.0),
+                                      ("host", "ProfilerStep#1", 900.0, 40.0),
+                                      ("comm", "gloo:all_reduce", 940.0, 10.0),
+                                      ("host", "aten::add", 950.0, 20.0),
+                                      ("comm", "gloo:all_reduce", 970.0, 20.0),
+                                      ("host", "ProfilerStep#1", 990.0, 10.0)]
+
+
 def test_a_host_ended_step_before_its_device_work_ends_is_host_time(tmp_path):
     """Two steps; step 1's kernel ends before step 2 starts on the host: the host ends
     step 1, and the kernel is not on its path (shortening it saves nothing)."""

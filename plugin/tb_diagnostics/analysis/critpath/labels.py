@@ -73,6 +73,31 @@ def host_labels(analysis: SpanAnalysis) -> Labels:
     return Labels(out)
 
 
+def other_threads_comm(analysis: SpanAnalysis, lanes: np.ndarray) -> Labels:
+    """Per lane of ``lanes``: when other threads run a collective (gloo runs it on its own
+    threads while the training thread waits) and the lane records nothing of its own
+    inside its step: the lane is waiting for the collective then."""
+    m = analysis.model
+    hs = analysis.host_steps
+    comms = analysis.comm_rows
+    out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    for lane in np.unique(lanes).tolist():
+        cr = comms[m.lane[comms] != lane]
+        if not cr.size:
+            continue
+        c_s, c_e, c_r = _outermost(m.start[cr], m.end[cr], cr)
+        # The lane's own work: its events inside a step, the steps themselves left out.
+        own = np.flatnonzero(m.is_host & (m.lane == lane))
+        k = hs.locate(m.start[own]) if len(hs) else np.full(own.size, -1)
+        inside = (k >= 0) & (m.end[own] <= hs.host_end[np.maximum(k, 0)]) if len(hs) \
+            else np.zeros(own.size, dtype=bool)
+        own = own[inside & ~np.isin(own, hs.rows)]
+        o_s, o_e, _ = _outermost(m.start[own], m.end[own], own)
+        c_s, c_e, c_r = _minus(c_s, c_e, c_r, o_s, o_e)
+        out[lane] = (c_s, c_e, np.full(c_s.size, COMM, np.int8), c_r)
+    return Labels(out)
+
+
 def split_host(start: np.ndarray, end: np.ndarray, lane: np.ndarray, row: np.ndarray,
                labels: Labels) -> tuple[np.ndarray, ...]:
     """Split host stretches by the labels of their lane.

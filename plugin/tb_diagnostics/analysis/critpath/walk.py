@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.critpath.edges import HOST, KIND_NAMES, path_edges
-from tb_diagnostics.analysis.critpath.labels import host_labels, split_host
+from tb_diagnostics.analysis.critpath.labels import host_labels, other_threads_comm, split_host
 from tb_diagnostics.analysis.critpath.names import host_names
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import Kind
@@ -179,8 +179,22 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     hidx = np.flatnonzero(host)
     piece, hs_, he, hk, hr = split_host(s[hidx], en[hidx], pl[hidx], pr[hidx],
                                         host_labels(analysis))
+    h_lane = pl[hidx][piece]
     plain = hk == HOST
-    hr[plain] = host_names(analysis, hs_[plain], he[plain], pl[hidx][piece][plain], hr[plain])
+    hr[plain] = host_names(analysis, hs_[plain], he[plain], h_lane[plain], hr[plain])
+    # A thread that records nothing but its step while another thread runs a collective
+    # waits for it (as the step's idle split counts it): that time is comm.
+    bare = np.flatnonzero(plain & np.isin(hr, analysis.host_steps.rows))
+    if bare.size and analysis.comm_rows.size:
+        sub, bs, be, bk, br = split_host(hs_[bare], he[bare], h_lane[bare], hr[bare],
+                                         other_threads_comm(analysis, h_lane[bare]))
+        mine = bk == HOST  # the thread's own time among the parts: named again
+        br[mine] = host_names(analysis, bs[mine], be[mine], h_lane[bare][sub][mine], br[mine])
+        keep = np.ones(piece.size, dtype=bool)
+        keep[bare] = False
+        piece = np.concatenate([piece[keep], piece[bare][sub]])
+        hs_, he = np.concatenate([hs_[keep], bs]), np.concatenate([he[keep], be])
+        hk, hr = np.concatenate([hk[keep], bk]), np.concatenate([hr[keep], br])
     other = np.flatnonzero(~host)
     seg_step = np.concatenate([ps[other], ps[hidx][piece]])
     seg_s = np.concatenate([s[other], hs_])
