@@ -83,7 +83,7 @@ export class App {
     const tlEl = h("div", { style: { flex: "1", minHeight: "0" } });
     const info = h("div", { class: "tl-info" });
     tl.body.append(tlEl, info);
-    this.timeline = new TimelineView(tlEl, info);
+    this.timeline = new TimelineView(tlEl, info, this);
     // The zoom goes into the URL so a shared link opens the same view (state.js).
     this.timeline.onView = (t0, t1) => this.setState({ zoom: t0 === null ? null : `${t0.toFixed(1)},${t1.toFixed(1)}` });
 

@@ -1,11 +1,13 @@
-// The step timeline: CPU threads and GPU streams as lanes on a canvas.
+// The timeline: CPU threads and GPU streams as lanes on a canvas, of the selected
+// step or (spantl.js) of the whole span, its detail decided by the server.
 // Wheel (or +/-, W/S) zooms around the pointer, drag or shift+wheel (or the
 // arrow keys, A/D) pans, double-click or 0 fits the step; hover shows an
 // event, click selects it and draws its launch → kernel links. A finding's
-// evidence is outlined in yellow and the view zooms to it.
+// evidence is outlined in yellow and the view zooms to it (in the step view).
 
 import { fill, h } from "./dom.js";
 import { dur, ownName, shortName } from "./format.js";
+import { SpanMode } from "./spantl.js";
 import { AXIS_H, LABEL_W, ROW_H, drawAxis, drawBody, layout, palette } from "./tldraw.js";
 
 /** The tooltip's word for each event kind the timeline route sends (analysis/dispatch.py KIND_LABEL). */
@@ -17,8 +19,10 @@ const KIND_WORD = {
 };
 
 export class TimelineView {
-  constructor(container, info) {
+  /** `app` (the tab's controller) enables the whole-span mode and the Perfetto links. */
+  constructor(container, info, app = null) {
     this.info = info;
+    this.mode = "step";
     this.axis = h("canvas", { class: "tl-axis", "aria-hidden": "true" });
     this.canvas = h("canvas", {
       tabindex: 0, role: "img", "aria-label": "timeline of the selected step",
@@ -32,10 +36,30 @@ export class TimelineView {
     this.selected = null;
     this.highlight = [];
     this.bind();
+    this.span = app ? new SpanMode(this, app) : null;
     new ResizeObserver(() => this.draw()).observe(this.scroll);
   }
 
+  /** The selected step's timeline; shown unless the whole span is (evidence to outline
+   * switches back to the step). */
   setData(tl, focusRows = []) {
+    this.stepData = tl;
+    this.stepFocus = focusRows;
+    if (this.span && this.mode === "span") {
+      if (!focusRows.length) {
+        this.span.stepChanged();
+        return;
+      }
+      this.span.setMode("step");
+      this.span.updateLinks();
+      return;
+    }
+    this.span?.updateLinks();
+    this.show(tl, focusRows);
+  }
+
+  /** Draw `tl` (a step's or the span's payload); `keepView` [t0, t1] keeps the zoom. */
+  show(tl, focusRows = [], keepView = null) {
     this.tl = tl;
     // What the bars are labelled with: "cunn_SoftMaxForward", not "void at::na…".
     tl.labels = tl.names.map((n) => ownName(n) || n);
@@ -49,10 +73,14 @@ export class TimelineView {
       this.groups.get(k).push(i);
     });
     this.rowIndex = new Map(tl.events.row.map((r, i) => [r, i]));
+    // Bins (span mode) are items of several events: their count and busy time.
+    this.merged = new Map((tl.merged?.index || []).map((i, k) => [i, k]));
+    const keepRow = keepView && this.selectedRow >= 0 ? this.rowIndex.get(this.selectedRow) : undefined;
     this.highlight = focusRows.map((r) => this.rowIndex.get(r)).filter((i) => i !== undefined);
-    this.selected = this.highlight.length ? this.highlight[0] : null;
+    this.selected = this.highlight.length ? this.highlight[0] : keepRow ?? null;
     if (this.highlight.length) this.zoomTo(this.highlight);
-    else this.fit();
+    else if (keepView) { [this.t0, this.t1] = keepView; this.draw(); }
+    else this.fit(false);
     this.describe();
     // What is outlined, for tests and for anyone inspecting the page.
     this.root.dataset.highlight = this.highlight.map((i) => tl.events.row[i]).join(",");
@@ -65,7 +93,11 @@ export class TimelineView {
     this.draw();
   }
 
-  fit() {
+  fit(refetch = true) {
+    if (this.mode === "span" && refetch) {
+      this.span.fit();
+      return;
+    }
     this.t0 = this.tl.range.start_us;
     this.t1 = this.tl.range.end_us;
     if (this.t1 <= this.t0) this.t1 = this.t0 + 1;
@@ -110,14 +142,17 @@ export class TimelineView {
     const v = {
       W: this.W, H, pal: this.pal, lay: this.lay, x: (t) => this.x(t), t0: this.t0, t1: this.t1,
       hover: this.hover, selected: this.selected, highlight: this.highlight,
-      focus: this.hover ?? this.selected,
+      focus: this.hover ?? this.selected, merged: this.merged,
+      steps: this.tl.steps || null, selectedStep: this.span?.selected()?.step,
     };
     const ctx = this.canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     drawBody(ctx, this.tl, v);
     const actx = this.axis.getContext("2d");
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    drawAxis(actx, v, this.tl.range.start_us);
+    if (this.tl.extent) drawAxis(actx, v, this.tl.extent.start_us, "time in span");
+    else drawAxis(actx, v, this.tl.range.start_us);
+    this.span?.drawStrip(dpr);
   }
 
   /** The event under (px, py) in canvas CSS pixels, with a few pixels' slack. */
@@ -136,16 +171,26 @@ export class TimelineView {
       const mid = (lo + hi) >> 1;
       if (ev.start_us[group[mid]] <= t + slack) { best = mid; lo = mid + 1; } else hi = mid - 1;
     }
+    // The event under the pointer itself first, else the latest one within the slack.
+    let near = null;
     for (let k = best; k !== null && k >= 0 && k > best - 50; k--) {
       const i = group[k];
-      if (ev.start_us[i] + ev.dur_us[i] + slack >= t) return i;
+      const s = ev.start_us[i], e = s + ev.dur_us[i];
+      if (s <= t && t <= e) return i;
+      if (near === null && e + slack >= t) near = i;
     }
-    return null;
+    return near;
   }
 
   describe(i = this.selected) {
     const tl = this.tl;
-    this.root.dataset.selectedRow = i === null || i === undefined ? "" : String(tl.events.row[i]);
+    if (!tl) return;
+    this.selectedRow = i === null || i === undefined ? undefined : tl.events.row[i];
+    this.root.dataset.selectedRow = this.selectedRow === undefined ? "" : String(this.selectedRow);
+    if (tl.mode === "span") {
+      fill(this.info, this.span.describe(), i !== null && i !== undefined ? h("span", { class: "sel" }, this.label(i)) : null);
+      return;
+    }
     const parts = [`${tl.shown.toLocaleString()} of ${tl.total.toLocaleString()} events`];
     if (tl.shown < tl.total) parts.push("(the longest kept)");
     const kids = [h("span", null, parts.join(" "))];
@@ -156,27 +201,45 @@ export class TimelineView {
 
   label(i) {
     const ev = this.tl.events;
-    return `${shortName(this.tl.names[ev.name[i]], 70)} · ${dur(ev.dur_us[i])}`;
+    const k = this.merged?.get(i);
+    const n = k === undefined ? "" : `${this.tl.merged.count[k].toLocaleString()} events, mostly `;
+    return `${n}${shortName(this.tl.names[ev.name[i]], 70)} · ${dur(ev.dur_us[i])}`;
   }
 
   showTip(i, px, py) {
     const tl = this.tl, ev = tl.events;
     const launches = tl.links.filter(([a]) => a === i).length;
     const by = tl.links.find(([, b]) => b === i);
+    const k = this.merged?.get(i);
+    const into = tl.mode === "span" ? "into the span" : "into the step";
+    if (k !== undefined) { // a bin: several events too narrow to draw one by one
+      fill(this.tip,
+        h("div", { class: "m" }, `${tl.merged.count[k].toLocaleString()} events merged (each narrower than ${dur(tl.bin_us)})`),
+        h("div", { class: "n" }, `mostly ${tl.names[ev.name[i]] || "(unnamed)"}`),
+        h("div", { class: "m" }, `${tl.lanes[ev.lane[i]]?.label || "lane"} · busy ${dur(tl.merged.busy_us[k])} of ${dur(ev.dur_us[i])}`),
+        h("div", { class: "m" }, `from ${dur(ev.start_us[i] - tl.range.start_us)} into the view · zoom in to see them one by one`));
+      this.placeTip(px, py);
+      return;
+    }
     // fill(), not replaceChildren(): the optional lines are null when absent,
     // and replaceChildren would print them as the text "null".
     fill(this.tip,
       h("div", { class: "n" }, tl.names[ev.name[i]] || "(unnamed)"),
       h("div", { class: "m" }, `${KIND_WORD[ev.kind[i]] || ev.kind[i] || "event"} · ${tl.lanes[ev.lane[i]]?.label || "lane"}`),
-      h("div", { class: "m" }, `duration ${dur(ev.dur_us[i])} · starts ${dur(ev.start_us[i] - tl.range.start_us)} into the step`),
+      h("div", { class: "m" }, `duration ${dur(ev.dur_us[i])} · starts ${dur(ev.start_us[i] - (tl.extent || tl.range).start_us)} ${into}`),
       launches ? h("div", { class: "m" }, `launches ${launches} device activit${launches > 1 ? "ies" : "y"}`) : null,
       by ? h("div", { class: "m" }, `launched by ${shortName(tl.names[ev.name[by[0]]], 60)}`) : null,
-      ev.clipped.includes(i) ? h("div", { class: "m" }, "clipped to the step's range") : null);
+      ev.clipped.includes(i) ? h("div", { class: "m" }, tl.mode === "span" ? "clipped to the view" : "clipped to the step's range") : null);
+    this.placeTip(px, py);
+  }
+
+  placeTip(px, py) {
     this.tip.hidden = false;
     const box = this.root.getBoundingClientRect();
     const left = px + 16 + 300 > box.width ? px - 320 : px + 16;
     this.tip.style.left = `${Math.max(left, 4)}px`;
-    this.tip.style.top = `${Math.min(py + AXIS_H + 12 - this.scroll.scrollTop, box.height - 90)}px`;
+    const top = AXIS_H + (this.mode === "span" ? this.span.strip.clientHeight : 0);
+    this.tip.style.top = `${Math.min(py + top + 12 - this.scroll.scrollTop, box.height - 90)}px`;
   }
 
   zoom(factor, atPx) {
@@ -187,12 +250,18 @@ export class TimelineView {
     this.t0 = at - f * span;
     this.t1 = this.t0 + span;
     this.draw();
-    this.onView?.(this.t0, this.t1);
+    this.viewChanged();
+  }
+
+  /** A zoom or a pan: the step view's goes into the URL; the span view asks for detail. */
+  viewChanged() {
+    if (this.mode === "span") this.span.viewChanged();
+    else this.onView?.(this.t0, this.t1);
   }
 
   /** Show [t0, t1] (µs, the timeline's own clock): a zoom restored from a shared link. */
   setView(t0, t1) {
-    if (!this.tl || !(t1 > t0)) return;
+    if (!this.tl || !(t1 > t0) || this.mode === "span") return;
     this.t0 = t0;
     this.t1 = t1;
     this.draw();
@@ -203,7 +272,7 @@ export class TimelineView {
     this.t0 += dt;
     this.t1 += dt;
     this.draw();
-    this.onView?.(this.t0, this.t1);
+    this.viewChanged();
   }
 
   bind() {
@@ -243,7 +312,7 @@ export class TimelineView {
       this.describe();
       this.draw();
     });
-    cv.addEventListener("dblclick", () => { if (this.tl) { this.fit(); this.onView?.(null); } });
+    cv.addEventListener("dblclick", () => { if (this.tl) { this.fit(); if (this.mode === "step") this.onView?.(null); } });
     cv.addEventListener("keydown", (e) => {
       if (!this.tl) return;
       const k = e.key;
@@ -252,7 +321,8 @@ export class TimelineView {
       else if (k === "-" || k === "s") this.zoom(1 / 0.7);
       else if (k === "ArrowLeft" || k === "a") this.pan(-step);
       else if (k === "ArrowRight" || k === "d") this.pan(step);
-      else if (k === "0") { this.fit(); this.onView?.(null); }
+      else if (k === "0") { this.fit(); if (this.mode === "step") this.onView?.(null); }
+      else if (this.mode === "span" && (k === "[" || k === "]" || k === "Enter")) { if (!this.span.onKey(k)) return; }
       else return;
       e.preventDefault();
     });

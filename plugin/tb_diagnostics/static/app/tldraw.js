@@ -35,7 +35,7 @@ function truncate(text, px) {
 
 /** The whole timeline body: lanes, events, links, highlights, labels. */
 export function drawBody(ctx, tl, v) {
-  const { W, H, pal, x, lay, hover, selected, highlight } = v;
+  const { W, H, pal, x, lay, hover, selected, highlight, merged } = v;
   const ev = tl.events;
   ctx.clearRect(0, 0, W, H);
   ctx.font = "11px sans-serif";
@@ -56,6 +56,7 @@ export function drawBody(ctx, tl, v) {
   if (b > a) ctx.fillRect(Math.max(a, LABEL_W), 0, b - Math.max(a, LABEL_W), H);
   if (d > c) ctx.fillRect(Math.max(c, LABEL_W), 0, d - Math.max(c, LABEL_W), H);
   ctx.globalAlpha = 1;
+  if (v.steps) drawStepLines(ctx, v);
 
   const lastX = new Map();
   for (let i = 0; i < ev.row.length; i++) {
@@ -69,7 +70,11 @@ export function drawBody(ctx, tl, v) {
     lastX.set(key, x0 + w);
     const y = lay.top[ev.lane[i]] + ev.depth[i] * ROW_H;
     ctx.fillStyle = pal[ev.kind[i]] || pal.other;
+    // A merged bin is as opaque as its events are busy: a faint block is sparse work.
+    const k = merged?.get(i);
+    if (k !== undefined) ctx.globalAlpha = 0.35 + 0.65 * Math.min(tl.merged.busy_us[k] / Math.max(ev.dur_us[i], 1e-9), 1);
     ctx.fillRect(Math.max(x0, LABEL_W), y, Math.min(w, W - x0), ROW_H - 2);
+    ctx.globalAlpha = 1;
     if (w > 36) {
       const label = truncate((tl.labels || tl.names)[ev.name[i]], Math.min(x1, W) - Math.max(x0, LABEL_W));
       if (label) {
@@ -133,8 +138,60 @@ function drawLinks(ctx, tl, v) {
   if (mine.length) draw(mine, 0.9, 1.5);
 }
 
-/** The time axis: ticks relative to the step's start, in readable steps. */
-export function drawAxis(ctx, v, origin) {
+/** Span mode: a line at each step's start, the selected step lightly shaded. */
+function drawStepLines(ctx, v) {
+  const { H, pal, x, steps, selectedStep } = v;
+  ctx.strokeStyle = pal.muted;
+  ctx.globalAlpha = 0.5;
+  ctx.setLineDash([3, 3]);
+  ctx.beginPath();
+  for (const s of steps) {
+    const px = Math.round(x(s.start_us)) + 0.5;
+    if (px < LABEL_W || px > v.W) continue;
+    ctx.moveTo(px, 0);
+    ctx.lineTo(px, H);
+  }
+  ctx.stroke();
+  ctx.setLineDash([]);
+  const sel = steps.find((s) => s.step === selectedStep);
+  if (sel) {
+    const a = Math.max(x(sel.start_us), LABEL_W), b = Math.min(x(sel.end_us), v.W);
+    ctx.fillStyle = pal.select;
+    ctx.globalAlpha = 0.35;
+    if (b > a) ctx.fillRect(a, 0, b - a, H);
+  }
+  ctx.globalAlpha = 1;
+}
+
+/** Span mode: the strip of steps above the lanes, each a band labelled with its number. */
+export function drawStrip(ctx, v, steps, selectedStep, height) {
+  const { W, pal, x } = v;
+  ctx.clearRect(0, 0, W, height);
+  ctx.font = "11px sans-serif";
+  ctx.textBaseline = "middle";
+  steps.forEach((s, i) => {
+    const a = Math.max(x(s.start_us), LABEL_W), b = Math.min(x(s.end_us), W);
+    if (b <= a) return;
+    const on = s.step === selectedStep;
+    ctx.fillStyle = on ? pal.select : i % 2 ? pal.hover : pal.card;
+    ctx.fillRect(a, 1, b - a, height - 2);
+    ctx.strokeStyle = on ? pal.fg : pal.line;
+    ctx.lineWidth = on ? 1.5 : 1;
+    ctx.strokeRect(a + 0.5, 1.5, b - a - 1, height - 3);
+    const label = s.step === null ? "span" : `#${s.step}`;
+    if (b - a > label.length * 6.5 + 6) {
+      ctx.fillStyle = on ? pal.fg : pal.muted;
+      ctx.fillText(label, a + 4, height / 2);
+    }
+  });
+  ctx.fillStyle = pal.card;
+  ctx.fillRect(0, 0, LABEL_W, height);
+  ctx.fillStyle = pal.muted;
+  ctx.fillText("steps (click)", 6, height / 2);
+}
+
+/** The time axis: ticks relative to the step's (or the span's) start, in readable steps. */
+export function drawAxis(ctx, v, origin, title = "time in step") {
   const { W, pal, x, t0, t1 } = v;
   ctx.clearRect(0, 0, W, AXIS_H);
   ctx.font = "11px sans-serif";
@@ -157,5 +214,5 @@ export function drawAxis(ctx, v, origin) {
     if (px + 3 + label.length * 6.2 <= W) ctx.fillText(label, px + 3, AXIS_H / 2);
   }
   ctx.fillStyle = pal.muted;
-  ctx.fillText("time in step", 6, AXIS_H / 2);
+  ctx.fillText(title, 6, AXIS_H / 2);
 }
