@@ -16,13 +16,17 @@ load time is printed on its own. Then each case is answered by ``DataProvider.vi
 
 The cases: ops by name, by shapes, of one step and under the busiest module; kernels by
 name, by launching op and of one step; memory by outermost and by innermost op and of one
-step; modules; and any other view
-of ``report/views`` with its defaults (the span timeline, once it is one). The tiny-ops
-bench traces (``bench/run_bench.py`` generates them: ``workloads/05_tiny_ops.py`` with
-``record_shapes``) are CPU-only and record no memory, so ``--kernels N`` adds a made-up GPU
-trace of N kernels and ``--memory N`` one of N ``[memory]`` events (``run_views_synth``).
-The machine's load average is printed before and after each trace: on a shared 2-core
-machine the figures move with it.
+step; modules; and any other view of ``report/views`` with its defaults (the span timeline,
+once it is one).
+
+The traces of each size: the tiny-ops bench trace (``bench/run_bench.py`` generates it:
+``workloads/05_tiny_ops.py`` with ``record_shapes``), and where generated, the tiny ops
+with Python stacks and memory events of ``../shared/bench/workload.py large``
+(``bench/data/large_<N>mb``) and the deep with_stack CNN of ``bench/gen_deep.py``
+(``bench/data/deep_<N>mb``, nn.Module frames). All are CPU-only: ``--kernels N`` adds a
+made-up GPU trace of N kernels and ``--memory N`` one of N ``[memory]`` events
+(``run_views_synth``). The machine's load average is printed before and after each
+trace: on a shared 2-core machine the figures move with it.
 """
 
 from __future__ import annotations
@@ -159,10 +163,28 @@ def measure(path: Path) -> list[dict[str, Any]]:
         provider.shutdown()
 
 
-def bench_traces(sizes: list[int]) -> list[Path]:
-    from run_bench import ensure_traces
+#: The other kinds of bench trace of a size, where generated (they take torch): the tiny
+#: ops with Python stacks and memory events, and the deep with_stack CNN with modules.
+OTHER_KINDS = (("large_{mb}mb", "python ../shared/bench/workload.py large --out bench/data "
+                "--target-mb {mb}"),
+               ("deep_{mb}mb", "python bench/gen_deep.py --mb {mb}"))
 
-    return [p for p in ensure_traces(sizes) if p.suffix == ".json"]
+
+def bench_traces(sizes: list[int]) -> list[Path]:
+    """The tiny-ops bench trace of each size (generated when missing, as run_bench does)
+    and, where they have been generated, the other kinds of that size."""
+    from run_bench import DATA, ensure_traces
+
+    out = [p for p in ensure_traces(sizes) if p.suffix == ".json"]
+    for mb in sizes:
+        for run, how in OTHER_KINDS:
+            found = sorted((DATA / run.format(mb=mb)).glob("*.pt.trace.json"))
+            if found:
+                out.append(found[0])
+            else:
+                print(f"no {run.format(mb=mb)} trace (to make one: {how.format(mb=mb)})",
+                      file=sys.stderr)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,7 +56,12 @@ class PythonIndex:
 
     def row_of(self, python_id: int) -> int:
         """The frame row with this Python id, or -1."""
-        i = int(np.searchsorted(self.ids, python_id))
+        # Searched as the ids' own dtype: a Python int would cast the whole int32 array
+        # to int64 on every call (0.2 ms at 10⁶ frames, for every frame of a stack).
+        info = np.iinfo(self.ids.dtype)
+        if not info.min <= python_id <= info.max:
+            return -1
+        i = int(np.searchsorted(self.ids, self.ids.dtype.type(python_id)))
         return int(self.id_rows[i]) if i < self.ids.shape[0] and self.ids[i] == python_id else -1
 
 
