@@ -34,5 +34,7 @@ def test_silent_below_5_percent(builder):
 def test_resnet_workers0_fires_workers4_does_not(shared):
     for index in (0, 1):
         (f,) = RULE.run(shared("kineto_resnet50_v100_dataloader_workers0", index))
-        assert f.severity == "critical" and f.savings_us > 30_000
+        # The second span's first step saves nothing: its batch copy waited for device work
+        # from before the window (the replay keeps it), so 27.5 ms per step there.
+        assert f.severity == "critical" and f.savings_us > 25_000
         assert RULE.run(shared("kineto_resnet50_v100_dataloader_workers4", index)) == []
