@@ -10,7 +10,7 @@ and ``..._workers4`` (after, 4 workers; V100 DGX Station, PyTorch 1.9, the
 
 - **receiving** (``_MultiProcessingDataLoaderIter.__next__``): 1,362.5 µs per batch of two
   tensors (inputs and labels). Inside it, each tensor's storage is rebuilt after an
-  untraced stretch of 0.43-0.73 ms: its file descriptor comes over a socket from a
+  untraced stretch of 0.35-0.71 ms: its file descriptor comes over a socket from a
   resource-sharer thread in the worker, which needs the worker's GIL, held by the
   worker's transforms. So 681 µs per tensor, for workers busy in Python; the shared CPU
   pair in ``log/`` (``train_cnn``, 8 workers that sleep in ``__getitem__``) receives a
