@@ -113,6 +113,26 @@ def _waits(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
             np.concatenate(multi))
 
 
+def _next_wait_start(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Per wait, the start of the next wait on its lane (inf for the last)."""
+    until = np.full(start.shape[0], np.inf)
+    for x in np.unique(lane).tolist():
+        on = np.flatnonzero(lane == x)
+        on = on[np.argsort(start[on], kind="stable")]
+        until[on[:-1]] = start[on[1:]]
+    return until
+
+
+def _window_sums(t: np.ndarray, w: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How many of the sorted times ``t`` fall in each ``[lo, hi)``, and their weights'
+    sum (``w``, in ``t``'s order)."""
+    a = np.searchsorted(t, lo, side="left")
+    b = np.searchsorted(t, hi, side="left")
+    csum = np.concatenate([[0.0], np.cumsum(w)])
+    return np.maximum(b - a, 0), np.where(b > a, csum[b] - csum[a], 0.0)
+
+
 def _copied_batches(analysis: SpanAnalysis, lane: np.ndarray, start: np.ndarray,
                     end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per wait, the host→device copies its thread launches after it and before its first
@@ -123,20 +143,25 @@ def _copied_batches(analysis: SpanAnalysis, lane: np.ndarray, start: np.ndarray,
     ok = call >= 0
     acts, call = acts[ok], call[ok]
     c_lane, c_start = m.lane[call], m.start[call]
-    is_copy = (m.kind[acts] == Kind.MEMCPY) & np.asarray(
-        [m.strings[int(x)].startswith("Memcpy HtoD") for x in m.name[acts]], dtype=bool)
+    htod = np.asarray([i for i, x in enumerate(m.strings) if x.startswith("Memcpy HtoD")],
+                      dtype=np.int64)
+    is_copy = (m.kind[acts] == Kind.MEMCPY) & np.isin(m.name[acts], htod)
     is_kernel = m.kind[acts] == Kind.KERNEL
+    until = _next_wait_start(lane, start)
     tensors = np.zeros(start.shape[0], dtype=np.int64)
     nbytes = np.zeros(start.shape[0])
-    for k in range(start.shape[0]):
-        later = start[(lane == lane[k]) & (start > end[k])]
-        until = later.min() if later.size else np.inf
-        mine = (c_lane == lane[k]) & (c_start >= end[k]) & (c_start < until)
-        kernels = c_start[mine & is_kernel]
-        first_kernel = kernels.min() if kernels.size else until
-        copies = mine & is_copy & (c_start < first_kernel)
-        tensors[k] = int(copies.sum())
-        nbytes[k] = float(np.nansum(m.nbytes[acts[copies]]))
+    for x in np.unique(lane).tolist():
+        waits = np.flatnonzero(lane == x)
+        lo, hi = end[waits], until[waits]
+        kernel_t = np.sort(c_start[(c_lane == x) & is_kernel])
+        at = np.searchsorted(kernel_t, lo, side="left")
+        first = np.where(at < kernel_t.size, kernel_t[np.minimum(at, kernel_t.size - 1)],
+                         np.inf) if kernel_t.size else np.full(lo.shape, np.inf)
+        on = np.flatnonzero((c_lane == x) & is_copy)
+        on = on[np.argsort(c_start[on], kind="stable")]
+        count, total = _window_sums(c_start[on], np.nan_to_num(m.nbytes[acts[on]]), lo,
+                                    np.minimum(first, hi))
+        tensors[waits], nbytes[waits] = count, total
     return tensors, nbytes
 
 
@@ -148,10 +173,16 @@ def _allocated_batches(analysis: SpanAnalysis, lane: np.ndarray, start: np.ndarr
     out = np.zeros(start.shape[0])
     if not len(mem):
         return out
-    cpu = mem.device_type == 0
-    for k in range(start.shape[0]):
-        on = cpu & (mem.lane == lane[k]) & (mem.ts >= start[k]) & (mem.ts <= end[k])
-        out[k] = max(float(mem.nbytes[on].sum()), 0.0)
+    for x in np.unique(lane).tolist():
+        waits = np.flatnonzero(lane == x)
+        on = np.flatnonzero((mem.device_type == 0) & (mem.lane == x))
+        on = on[np.argsort(mem.ts[on], kind="stable")]
+        # The wait's end included: a free recorded at its last µs is the wait's.
+        t = mem.ts[on]
+        a = np.searchsorted(t, start[waits], side="left")
+        b = np.searchsorted(t, end[waits], side="right")
+        csum = np.concatenate([[0.0], np.cumsum(mem.nbytes[on])])
+        out[waits] = np.maximum(np.where(b > a, csum[b] - csum[a], 0.0), 0.0)
     return out
 
 
