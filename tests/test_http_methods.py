@@ -23,6 +23,8 @@ URLS = {"/index.js": "/index.js", "/static/*": "/static/app/main.js", "/runs": "
 #: The table views (report/views) share one route: ask for the first one there is.
 _VIEW = next(iter(sorted(all_views())), None)
 URLS["/view"] = f"/view?name={_VIEW}&{QUERY}" if _VIEW else "/view?name=none"
+URLS["/timeline"] = f"/timeline?{QUERY}&width=400"
+URLS["/chrome_trace"] = f"/chrome_trace?{QUERY}&step=1"  # after the others: span loaded
 #: What a GET answers: a bad view name is a 400 (JSON), the rest 200.
 STATUS = {"/view": 200 if _VIEW else 400}
 OTHER_METHODS = ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"]
