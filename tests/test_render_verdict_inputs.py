@@ -40,8 +40,9 @@ def test_the_headline_says_the_host_is_the_limit_of_a_draining_backlog(builder):
     assert headline(_span(_doc(builder))) == (
         "Steps 2–8 are overhead-bound: the host issues a step every 119 µs for 60 µs of "
         "device work (medians); the device ran on a backlog that shrank by 59 µs a step "
-        "(941 µs → 528 µs of queued device time); step 1 is cold: 1.06 ms, 18× the warm "
-        "median of 60 µs.")
+        "(941 µs → 528 µs of queued device time); each step's end waits on the device for "
+        "100% of its time, mostly in `aten::mm`'s kernels; step 1 is cold: 1.06 ms, 18× the "
+        "warm median of 60 µs.")
 
 
 def _step(n, verdict, reason=None, flags=(), **idle):
@@ -93,7 +94,8 @@ def test_one_time_costs_are_left_out_and_shown_apart(builder):
         "Steps 1–2, 4 are compute-bound (3 compute-bound steps take 3.00 ms of 4.00 ms "
         "judged; 1 compile-bound, step 3, takes 1.00 ms (6.00 ms with one-time costs)): the "
         "GPU is busy 88% of each step and idle 12%, mostly with nothing recorded on the host "
-        "(60% of the idle time).")
+        "(60% of the idle time); each step's end waits on the host for 100% of its time, "
+        "the largest part outside any op (33% of it).")
     lines = render_text(doc).splitlines()
     head = next(x for x in lines if x.strip().startswith("step "))
     assert head.rstrip().endswith("other ms  compile ms")

@@ -11,6 +11,7 @@ from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow
 from tb_diagnostics.analysis.headline import span_verdict
+from tb_diagnostics.analysis.path_clause import verdict_paths
 from tb_diagnostics.analysis.steps import NO_ITERATIONS
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.analysis.views.warmth import step_walls
@@ -115,7 +116,10 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["findings"] = [f.to_dict() for f in findings]
     verdict = span_verdict(analysis)
     doc["verdict"] = verdict.verdict
-    doc["verdict_split"] = [x.to_dict(verdict.warm_judged_us) for x in verdict.split]
+    # Each verdict's warm steps: what their ends wait on, from their critical paths.
+    doc["verdict_split"] = [x.to_dict(verdict.warm_judged_us) | {"critical_path": c.to_dict()}
+                            for x, c in zip(verdict.split, verdict_paths(analysis),
+                                            strict=True)]
     doc["whatif"] = whatif_section(analysis, findings)  # findings: the cards' parts
     # A rule that raised is a bug of that rule: the span says which, never silence.
     doc["notes"].extend(x.note for x in getattr(findings, "failures", ()))

@@ -125,11 +125,68 @@ def headline(span: dict[str, Any]) -> str:
         text = f"{subject}: {_time_text(span, same, numbers, unit)}"
         if drained:
             text += f"; in {_steps_words(drained, unit)} {_backlog_text(drained, unit)}"
+    path = _path_text(span, verdict, same, numbers, unit)
+    if path:
+        text += f"; {path}"
     if cold:
         text += "; " + _cold_text(cold, warm, unit)
     text += "."
     lower = _lower_bound_text(span)
     return f"{text} {lower}" if lower else text
+
+
+#: What a step's end waits on, by the path's kind (``steps[].critical_path``).
+_PATH_KIND_WORDS = {"host": "the host", "input": "the DataLoader", "device": "the device",
+                    "comm": "communication", "latency": "launch latency and queueing"}
+
+
+def _where_words(top: dict[str, Any]) -> str:
+    """Where the main kind's time goes: ``in `aten::add_` dispatch``, ``in `aten::mm`'s
+    kernels``, ``outside any op``, ``before `aten::add_`'s kernels start``."""
+    from tb_diagnostics.names import short_name
+
+    name = short_name(top["name"], 60)
+    if top["what"] == "step":
+        return "outside any op"
+    if top["kind"] == "host" and top["what"] == "op":
+        return f"in `{name}` dispatch"
+    if top["kind"] == "device" and top["what"] == "op":
+        return f"in `{name}`'s kernels"
+    if top["kind"] == "latency":
+        return f"before `{name}`'s kernels start" if top["what"] == "op" else \
+            f"before `{name}` starts"
+    return f"in `{name}`"
+
+
+def _path_text(span: dict[str, Any], verdict: str, same: list[dict[str, Any]],
+               numbers: list[int], unit: str) -> str:
+    """``each step's end waits on the host for 72% of its time, mostly in `aten::add_`
+    dispatch inside `forward```: the critical path of the verdict's warm steps as the
+    analysis summed it (``verdict_split[].critical_path``, ``analysis.path_clause``);
+    empty where the document has none for exactly these steps."""
+    entry = next((x for x in span.get("verdict_split") or [] if x["verdict"] == verdict),
+                 None)
+    cp = (entry or {}).get("critical_path")
+    if not cp or not cp.get("main_kind") or \
+            list(entry["steps"]) != [s["step"] for s in same]:
+        return ""
+    whose = (f"each {unit}'s end" if len(same) > 1 else
+             f"the {unit}'s end" if numbers else "the span's end")
+    text = (f"{whose} waits on {_PATH_KIND_WORDS[cp['main_kind']]} for "
+            f"{_pct(cp['main_share'])} of its time")
+    top = cp.get("top")
+    kind_us = cp["by_kind"][cp["main_kind"]]
+    if not top or kind_us <= 0:
+        return text
+    where = _where_words(top)
+    if top.get("inside") and top["inside"] != top["name"]:
+        from tb_diagnostics.names import short_name
+
+        where += f" inside `{short_name(top['inside'], 60)}`"
+    share = top["us"] / kind_us
+    if share >= 0.5:
+        return f"{text}, mostly {where}"
+    return f"{text}, the largest part {where} ({_pct(share)} of it)"
 
 
 def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[int],

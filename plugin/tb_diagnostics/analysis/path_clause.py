@@ -1,0 +1,186 @@
+"""What the verdict's steps wait on, from their critical paths: the clause the headline says.
+
+For a set of windows (the warm steps of one verdict, ``analysis.headline``), their paths'
+time is added up by kind (:mod:`.critpath`); the **main kind** is the one with most of it
+(ties: the earlier of host, input, device, comm, latency). Within that kind, the path's
+time is charged to the op each segment belongs to (the innermost operator at or above its
+event; for device work and launch latency, the op that launched it), or to the segment's
+own event where no op is above it (Python between ops, a DataLoader call, a collective,
+the step itself); the **top** name has most of it (on a tie, the name the trace names
+first). It is said *inside* the outermost op
+or ``record_function`` label above it (the step left out) when one such name holds at
+least :data:`INSIDE_SHARE` of the top name's time: ``aten::add_`` inside ``forward``.
+
+The same charging, weighted by how much of each segment a change removes, names what a
+what-if card shortens (``views.whatif_path``): :func:`charge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
+from tb_diagnostics.analysis.critpath.names import op_above
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.trace.categories import Kind
+
+#: The outermost op or label above the top name is said ("inside ``forward``") where it
+#: holds at least this share of the top name's time on the path: most of it.
+INSIDE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Charged:
+    """Path time charged to one name: an op, or an event with no op above it."""
+
+    name: str
+    #: "op" (an operator's dispatch or its kernels), "step" (the step's own time, outside
+    #: any op) or "event" (another event: a Python function, a DataLoader call, a kernel).
+    what: str
+    kind: str
+    us: float
+    segments: int
+    #: The outermost op or label above it that holds most of its time, or None.
+    inside: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "what": self.what, "kind": self.kind,
+                "us": round(self.us, 3), "segments": self.segments, "inside": self.inside}
+
+
+def segment_indices(analysis: SpanAnalysis, windows: Sequence[int]) -> np.ndarray:
+    """The path segments of ``windows``, in window order."""
+    cp = critical_paths(analysis)
+    parts = [np.arange(int(cp.offsets[k]), int(cp.offsets[k + 1])) for k in windows]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _regions(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
+    """Per row: the outermost op or user annotation strictly above it on its thread that is
+    not a step (``ProfilerStep#N``), or -1."""
+    m = analysis.model
+    steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
+    out = np.full(rows.shape[0], -1, dtype=np.int64)
+    cur = m.parent[rows].astype(np.int64)
+    todo = np.flatnonzero(cur >= 0)
+    while todo.size:  # one level a pass over the rows still climbing: op nesting is shallow
+        r = cur[todo]
+        k = m.kind[r]
+        mark = ((k == Kind.CPU_OP) | (k == Kind.USER_ANNOTATION)) & ~np.isin(r, steps)
+        out[todo[mark]] = r[mark]
+        up = m.parent[r].astype(np.int64)
+        cur[todo] = up
+        todo = todo[up >= 0]
+    return out
+
+
+def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
+           limit: int | None = None) -> list[Charged]:
+    """Path time ``weight`` (µs, per segment ``idx``) charged by (name, kind), most first
+    (``limit`` of them; None: all), each with the outermost op or label it lies inside."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    keep = weight > 0
+    idx, weight = idx[keep], weight[keep]
+    rows = cp.row[idx]
+    ops = op_above(analysis, rows)
+    who = np.where(ops >= 0, ops, rows)
+    ok = who >= 0
+    idx, weight, who, is_op = idx[ok], weight[ok], who[ok], (ops >= 0)[ok]
+    if not idx.size:
+        return []
+    n_k = len(KIND_NAMES)
+    key = m.name[who].astype(np.int64) * n_k + cp.kind[idx]
+    uniq, inv = np.unique(key, return_inverse=True)
+    total = np.bincount(inv, weights=weight)
+    count = np.bincount(inv)
+    order = np.argsort(-total, kind="stable")
+    if limit is not None:
+        order = order[:limit]
+    steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
+    out = []
+    for t in order.tolist():
+        mine = np.flatnonzero(inv == t)
+        rep = int(who[mine[0]])
+        what = "op" if is_op[mine[0]] else "step" if np.isin(rep, steps) else "event"
+        out.append(Charged(name=m.strings[int(uniq[t]) // n_k], what=what,
+                           kind=KIND_NAMES[int(uniq[t]) % n_k], us=float(total[t]),
+                           segments=int(count[t]),
+                           inside=_inside(analysis, who[mine], weight[mine])))
+    return out
+
+
+def _inside(analysis: SpanAnalysis, who: np.ndarray, weight: np.ndarray) -> str | None:
+    """The name of the outermost op or label above ``who`` holding at least
+    :data:`INSIDE_SHARE` of ``weight``, or None."""
+    m = analysis.model
+    reg = _regions(analysis, who)
+    ok = reg >= 0
+    if not ok.any():
+        return None
+    names, inv = np.unique(m.name[reg[ok]], return_inverse=True)
+    by = np.bincount(inv, weights=weight[ok])
+    best = int(np.argmax(by))
+    if by[best] < INSIDE_SHARE * float(weight.sum()):
+        return None
+    return m.strings[int(names[best])]
+
+
+@dataclass(frozen=True)
+class PathClause:
+    """The windows' paths together: their split by kind, its main kind, and where in that
+    kind most of the time goes."""
+
+    windows: tuple[int, ...]
+    total_us: float
+    by_kind: dict[str, float]
+    main_kind: str | None  # None: no path time
+    top: Charged | None
+
+    @property
+    def main_share(self) -> float:
+        if self.main_kind is None or self.total_us <= 0:
+            return 0.0
+        return self.by_kind[self.main_kind] / self.total_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total_us": round(self.total_us, 3),
+                "by_kind": {k: round(v, 3) for k, v in self.by_kind.items()},
+                "main_kind": self.main_kind, "main_share": round(self.main_share, 6),
+                "top": None if self.top is None else self.top.to_dict()}
+
+
+def path_clause(analysis: SpanAnalysis, windows: Sequence[int]) -> PathClause:
+    """The paths of ``windows`` (window indices) together."""
+    cp = critical_paths(analysis)
+    ws = tuple(int(k) for k in windows)
+    by = cp.by_kind[list(ws)].sum(axis=0) if ws else np.zeros(len(KIND_NAMES))
+    by_kind = {k: float(v) for k, v in zip(KIND_NAMES, by.tolist(), strict=True)}
+    total = float(by.sum())
+    if total <= 0:
+        return PathClause(ws, total, by_kind, None, None)
+    main = int(np.argmax(by))  # the first of equal maxima: KIND_NAMES order breaks ties
+    idx = segment_indices(analysis, ws)
+    idx = idx[cp.kind[idx] == main]
+    top = charge(analysis, idx, cp.dur[idx], limit=1)
+    return PathClause(ws, total, by_kind, KIND_NAMES[main], top[0] if top else None)
+
+
+def verdict_paths(analysis: SpanAnalysis) -> list[PathClause]:
+    """One clause per entry of the span's verdict split (``headline.span_verdict``), in
+    its order: the paths of that verdict's warm windows."""
+    from tb_diagnostics.analysis.headline import span_verdict
+    from tb_diagnostics.analysis.views.warmth import step_walls
+
+    windows = analysis.windows
+    split = span_verdict(analysis).split
+    if not split:
+        return []
+    cold = step_walls(analysis).cold
+    warm = ~cold if (~cold).any() else np.ones(len(windows), dtype=bool)
+    return [path_clause(analysis, [k for k, w in enumerate(windows)
+                                   if warm[k] and w.verdict == x.verdict]) for x in split]
