@@ -50,10 +50,9 @@ class OpCalls:
     device_total_us: np.ndarray
     nested_name: np.ndarray  # bool: inside a call of the same name
     nested_shapes: np.ndarray  # bool: inside a call of the same name and input dims
-    stack_key: np.ndarray  # int64 key of the call stack, -1 where none was recorded
     stacks_recorded: bool
-    #: The distinct keys (sorted) and each call's index among them, -1 where none: the
-    #: one sort of the keys, done once for every grouping of the span.
+    #: The call stack: the distinct int64 keys (sorted) and each call's index among them,
+    #: -1 where none was recorded (one sort of the keys, once for every grouping).
     stack_keys: np.ndarray
     stack_code: np.ndarray
 
@@ -184,8 +183,7 @@ def op_calls(analysis: SpanAnalysis) -> OpCalls:
                    host_us=m.dur[ops], host_self_us=m.self_time(ops),
                    device_self_us=dev_self, device_total_us=dev_total,
                    nested_name=nested_name, nested_shapes=nested_shapes,
-                   stack_key=stack_key, stacks_recorded=recorded, stack_keys=stack_keys,
-                   stack_code=stack_code)
+                   stacks_recorded=recorded, stack_keys=stack_keys, stack_code=stack_code)
 
 
 @dataclass(frozen=True)
@@ -246,11 +244,19 @@ def _group(analysis: SpanAnalysis, by: str, window: int | None,
            within: np.ndarray | None) -> OpGroups:
     m = analysis.model
     c = op_calls(analysis)
-    sel = np.ones(len(c), dtype=bool) if within is None else within.copy()
-    if window is not None:
-        sel &= c.window == window
-    idx = np.flatnonzero(sel)
-    rows = c.rows[idx]
+    if within is None and window is None:
+        idx = None  # the whole span: the columns as they are, no copies
+        rows = c.rows
+    else:
+        sel = np.ones(len(c), dtype=bool) if within is None else within.copy()
+        if window is not None:
+            sel &= c.window == window
+        idx = np.flatnonzero(sel)
+        rows = c.rows[idx]
+
+    def take(values: np.ndarray) -> np.ndarray:
+        return values if idx is None else values[idx]
+
     if by == "name":
         # Name ids are small: a lookup table, not a sort (linear time).
         name_ids, gid = m.name_groups(rows)
@@ -260,15 +266,14 @@ def _group(analysis: SpanAnalysis, by: str, window: int | None,
         name_ids, dims_ids, gid = pairs(m.name[rows].astype(np.int64),
                                         m.input_dims[rows].astype(np.int64))
     n = name_ids.shape[0]
-    nested = (c.nested_shapes if by == "shapes" else c.nested_name)[idx]
-    outer = ~nested
+    outer = ~take(c.nested_shapes if by == "shapes" else c.nested_name)
 
     def total(values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        v = values[idx] if mask is None else np.where(mask, values[idx], 0.0)
+        v = take(values) if mask is None else np.where(mask, take(values), 0.0)
         return np.bincount(gid, weights=v, minlength=n)
 
     first, first_starts = _first_calls(gid, n)
-    stack = _stack_modes(c.stack_code[idx], c.stack_keys, gid, n, rows)
+    stack = _stack_modes(take(c.stack_code), c.stack_keys, gid, n, rows)
     return OpGroups(by=by, name_ids=name_ids.astype(np.int64), dims_ids=dims_ids,
                     calls=np.bincount(gid, minlength=n),
                     host_total_us=total(c.host_us, outer), host_self_us=total(c.host_self_us),
