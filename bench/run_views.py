@@ -20,8 +20,8 @@ a core, the CPU time is what the view costs.
 
 The cases: ops by name, by shapes, of one step and under the busiest module; kernels by
 name, by launching op and of one step; memory by outermost and by innermost op and of one
-step; modules; and any other view of ``report/views`` with its defaults (the span timeline,
-once it is one).
+step; modules; any other view of ``report/views`` with its defaults; and the whole-span
+timeline (``DataProvider.span_timeline``, 1200 px wide) over the span and over one step.
 
 The traces of each size: the tiny-ops bench trace (``bench/run_bench.py`` generates it:
 ``workloads/05_tiny_ops.py`` with ``record_shapes``), and where generated, the tiny ops
@@ -56,6 +56,8 @@ from tb_diagnostics.server.provider import DataProvider  # noqa: E402
 Case = tuple[str, dict[str, str]]
 #: The views measured with cases of their own; any other view runs with its defaults.
 KNOWN = ("ops", "kernels", "memory", "modules")
+#: The whole-span timeline's route (``DataProvider.span_timeline``), measured like a view.
+TIMELINE = "span_timeline"
 
 
 def load_text() -> str:
@@ -107,7 +109,26 @@ def cases(a: SpanAnalysis) -> list[Case]:
         out.append(("memory", step))
     out.append(("modules", {}))
     out += [(name, {}) for name in sorted(all_views()) if name not in KNOWN]
+    if has_span_timeline():  # the whole span, then one step's range, 1200 px wide
+        out.append((TIMELINE, {}))
+        if a.windows:
+            w = a.windows[len(a.windows) // 2]
+            out.append((TIMELINE, {"step": str(w.step), "t0": str(w.host_start),
+                                   "t1": str(w.host_end)}))
     return out
+
+
+def has_span_timeline() -> bool:
+    return hasattr(DataProvider, "span_timeline")
+
+
+def request(provider: DataProvider, where: tuple[str, str, str], name: str,
+            args: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """One case through the provider's route code: ``/view`` or ``/span_timeline``."""
+    if name == TIMELINE:
+        code, doc = provider.span_timeline(*where, args.get("t0"), args.get("t1"), "1200")
+        return code, {**doc, "view": TIMELINE}
+    return provider.view(name, *where, dict(args))
 
 
 def _size(doc: dict[str, Any]) -> str:
@@ -115,6 +136,8 @@ def _size(doc: dict[str, Any]) -> str:
         return f"{sum(d['events'] for d in doc['devices']):,} memory events"
     if doc.get("view") == "kernels":
         return f"{doc['totals']['calls']:,} kernels, {doc['total_rows']:,} rows"
+    if doc.get("view") == TIMELINE:
+        return f"{len(doc['events']['row']):,} items"
     if doc.get("view") == "ops":
         return f"{doc['totals']['calls']:,} calls, {doc['total_rows']:,} rows"
     return f"{doc.get('total_rows', 0):,} rows"
@@ -152,12 +175,13 @@ def measure(path: Path) -> list[dict[str, Any]]:
             times, cpu, doc = [], [], {}
             for _ in range(2):
                 t, c = time.perf_counter(), time.process_time()
-                code, doc = provider.view(name, *where, dict(args))
+                code, doc = request(provider, where, name, args)
                 times.append(time.perf_counter() - t)
                 cpu.append(time.process_time() - c)
                 if code != 200:
                     raise SystemExit(f"{name} {args}: {code} {doc}")
-            label = ",".join(f"{k}={v}" for k, v in args.items()) or "default"
+            shown = {k: v for k, v in args.items() if k not in ("t0", "t1")}  # step says it
+            label = ",".join(f"{k}={v}" for k, v in shown.items()) or "default"
             out.append({"trace": path.name, "view": name, "params": label,
                         "first_s": times[0], "first_cpu_s": cpu[0], "again_s": times[1]})
             print(f"  {name + '(' + label + ')':<26} first {times[0]:6.3f} s (CPU "
