@@ -300,3 +300,22 @@ def test_the_step_route_gives_the_whole_path(tmp_path):
     cp = detail["critical_path"]
     assert cp["whole_path"] and len(cp["segments"]) == cp["segments_total"]
     assert sum(s["dur_us"] for s in cp["segments"]) == pytest.approx(cp["total_us"], abs=1e-3)
+
+
+def test_a_span_of_many_steps_gives_the_tab_each_path_by_kind_only():
+    from tb_diagnostics.server.bounded import bound_steps
+
+    path = {"total_us": 100.0, "by_kind": dict.fromkeys(KIND_NAMES, 20.0), "ended_by": "host",
+            "segments": [{"kind": "host", "name": "x", "row": 1, "start_us": 0.0,
+                          "dur_us": 100.0, "op": None}], "segments_total": 1,
+            "segments_omitted": 0, "whole_path": False, "by_op": [{"op": "x"}]}
+    doc = {"steps": [{"step": k, "wall_us": 100.0, "device_busy": 0.5, "verdict": "mixed",
+                      "critical_path": path} for k in range(30)],
+           "findings": [], "whatif": [], "notes": []}
+    lean = bound_steps(doc, limit=10)["steps"]
+    assert len(lean) == 10
+    for s in lean:
+        cp = s["critical_path"]
+        assert cp["by_kind"] == path["by_kind"] and cp["total_us"] == 100.0
+        assert cp["segments"] == [] and cp["by_op"] == [] and cp["segments_omitted"] == 1
+    assert bound_steps(doc, limit=30)["steps"][0]["critical_path"] is path  # few: as it is

@@ -34,7 +34,7 @@ def bound_steps(doc: dict[str, Any], limit: int = MAX_TAB_STEPS) -> dict[str, An
     keep = _chosen(doc, steps, limit)
     kept_numbers = {steps[k]["step"] for k in keep}
     out = dict(doc)
-    out["steps"] = [steps[k] for k in keep]
+    out["steps"] = [_lean_path(steps[k]) for k in keep]
     out["steps_total"] = n
     out["steps_summary"] = _summary(steps)
     out["findings"] = [_bounded_finding(f, kept_numbers) for f in doc.get("findings") or []]
@@ -45,6 +45,17 @@ def bound_steps(doc: dict[str, Any], limit: int = MAX_TAB_STEPS) -> dict[str, An
                     "sample); the summary and the findings count every step, and "
                     "`tb-diagnostics report --format json` lists them all"]
     return out
+
+
+def _lean_path(step: dict[str, Any]) -> dict[str, Any]:
+    """The step row with its critical path's split only: its segments and ops are left to
+    the step route (each step's whole path), or 2,000 steps of them would triple the
+    document."""
+    cp = step.get("critical_path")
+    if not cp or not cp.get("segments"):
+        return step
+    lean = {**cp, "segments": [], "by_op": [], "segments_omitted": cp.get("segments_total", 0)}
+    return {**step, "critical_path": lean}
 
 
 def _chosen(doc: dict[str, Any], steps: list[dict[str, Any]], limit: int) -> list[int]:
