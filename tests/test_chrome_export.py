@@ -186,3 +186,21 @@ def test_routes(tmp_path):
     assert client.get(f"{BASE}/chrome_trace?{q}&step=7").status_code == 404
     whole = json.loads(gzip.decompress(client.get(f"{BASE}/chrome_trace?{q}").data))
     assert len(whole["traceEvents"]) == len(three_steps().events)
+
+
+def test_odd_times_are_cut_by_the_rule_not_refused(tmp_path):
+    """An event whose ts is a string or null has no place in a range: a step leaves it out
+    (the whole span keeps it, as recorded); the rest is cut as usual."""
+    t = three_steps(None)
+    t.events.append({"ph": "X", "cat": "cpu_op", "name": "odd", "pid": 1, "tid": 1,
+                     "ts": "1500", "dur": 5})
+    t.events.append({"ph": "i", "name": "no time", "pid": 1, "tid": 1, "ts": None})
+    path = t.write(tmp_path / "log" / "run" / "worker0.1.pt.trace.json")
+    doc = t.document()
+    check_step_export(path, {**doc, "traceEvents": [e for e in doc["traceEvents"]
+                                                    if e["name"] not in ("odd", "no time")]},
+                      0, tmp_path)
+    whole = json.loads(chrome_trace(path.read_bytes(), "x"))
+    assert {"odd", "no time"} <= {e["name"] for e in whole["traceEvents"]}
+    with pytest.raises(Exception, match="not strict JSON"):
+        chrome_trace(b'{"traceEvents": [NaN]}', "x", (0.0, 1.0))

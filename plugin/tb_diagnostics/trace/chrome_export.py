@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.storage import open_binary
@@ -43,9 +44,18 @@ class _Head(msgspec.Struct, gc=False):
     dur: Any = None
 
 
+class _TypedHead(msgspec.Struct, gc=False):
+    """The same, for the usual file whose times are all numbers: no per-event checks."""
+
+    ph: str = ""
+    ts: float = math.nan
+    dur: float = math.nan
+
+
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw] | list[msgspec.Raw])
 _EVENTS_RAW = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENTS_HEAD = msgspec.json.Decoder(list[_Head])
+_EVENTS_TYPED = msgspec.json.Decoder(list[_TypedHead])
 
 
 def file_clock_offset(model: TraceModel) -> float:
@@ -68,23 +78,34 @@ def read_json_bytes(url: str, shown: str) -> bytes:
         raise TraceLoadError(shown, f"cannot read file ({exc})") from None
 
 
-def _number(v: Any) -> float | None:
-    if type(v) in (int, float) and math.isfinite(v):
-        return float(v)
-    return None
+def _numbers(values: list[Any]) -> np.ndarray:
+    """Floats of ``values``; NaN where one is not a finite number (a string, null)."""
+    nan = math.nan
+    out = np.fromiter((v if type(v) in (int, float) else nan for v in values),
+                      dtype=np.float64, count=len(values))
+    out[~np.isfinite(out)] = nan
+    return out
 
 
-def _keeps(head: _Head, lo: float, hi: float) -> bool:
-    if head.ph == "M":
-        return True
-    ts = _number(head.ts)
-    if ts is None:
-        return False
-    if head.ph == "X":
-        dur = _number(head.dur) or 0.0
-        if dur > 0:
-            return ts < hi - EPS_US and ts + dur > lo + EPS_US
-    return lo - EPS_US <= ts < hi - EPS_US
+def _kept(events: bytes | msgspec.Raw, lo: float, hi: float) -> np.ndarray:
+    """Positions of the events of ``[lo, hi)`` by the module's rule, whole-array."""
+    try:
+        typed = _EVENTS_TYPED.decode(events)
+        ts = np.array([h.ts for h in typed], dtype=np.float64)
+        dur = np.array([h.dur for h in typed], dtype=np.float64)
+        heads: list[Any] = typed
+    except msgspec.ValidationError:  # a time that is a string or null somewhere
+        heads = _EVENTS_HEAD.decode(events)
+        ts = _numbers([h.ts for h in heads])
+        dur = _numbers([h.dur for h in heads])
+    ph = [h.ph for h in heads]
+    is_x = np.array([p == "X" for p in ph], dtype=bool)
+    is_meta = np.array([p == "M" for p in ph], dtype=bool)
+    spans = is_x & (dur > 0)  # NaN compares false: no duration, an instant's rule
+    with np.errstate(invalid="ignore"):
+        overlap = (ts < hi - EPS_US) & (ts + dur > lo + EPS_US)
+        inside = (ts >= lo - EPS_US) & (ts < hi - EPS_US)
+    return np.flatnonzero(is_meta | np.where(spans, overlap, inside))
 
 
 def chrome_trace(data: bytes, shown: str, file_range: tuple[float, float] | None = None
@@ -92,24 +113,22 @@ def chrome_trace(data: bytes, shown: str, file_range: tuple[float, float] | None
     """The Chrome-trace JSON of ``data`` (a trace file's JSON text): every event, or those
     of ``file_range`` (the file's clock, µs), with the file's other keys."""
     try:
-        top = _TOP.decode(data)
+        top = _TOP.decode(data)  # parses all of it: strict JSON, or the error below
+        if isinstance(top, dict) and file_range is None and "traceEvents" in top:
+            return data  # the whole span of a file in the usual form: the file itself
         if isinstance(top, list):  # the bare-array form
-            events_raw, rest = top, {}
-            heads = _EVENTS_HEAD.decode(data) if file_range else []
+            events_raw, rest, raw = top, {}, data
         else:
             rest = {k: v for k, v in top.items() if k != "traceEvents"}
             raw = top.get("traceEvents")
             events_raw = _EVENTS_RAW.decode(raw) if raw is not None else []
-            heads = _EVENTS_HEAD.decode(raw) if raw is not None and file_range else []
+        kept = events_raw
+        if file_range is not None and events_raw:
+            kept = [events_raw[i] for i in _kept(raw, *file_range).tolist()]
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise TraceLoadError(shown, "cannot export: the file is not strict JSON with a "
                              f"traceEvents array ({exc}); Perfetto would not load it "
                              "either") from None
-    if file_range is None:
-        kept = events_raw
-    else:
-        lo, hi = file_range
-        kept = [r for r, hd in zip(events_raw, heads, strict=True) if _keeps(hd, lo, hi)]
     parts = [b'{"traceEvents":[', b",".join(bytes(r) for r in kept), b"]"]
     for k, v in rest.items():
         parts += [b",", msgspec.json.encode(k), b":", bytes(v)]
