@@ -3,10 +3,13 @@
 What it detects
     For each step, the chain ``ProfilerStep#N → record_function → aten::* →
     aten::mm|bmm|addmm → runtime call → kernel`` in the step's aggregated call
-    tree (calls with the same name under the same parent merged): the chain
-    that leads to a GEMM (``mm``, ``bmm``, ``addmm``, ``matmul``, ``linear``,
-    convolution) with the most device time, else the chain with the most device
-    time. Steps with the same chain are reported together, with median times.
+    tree (calls with the same name under the same parent merged) that the step's
+    critical path runs through: the chain whose calls and kernels hold the most of
+    the path's time (``rules.dispatch_chain_path``), which is what the step's end
+    waits on. Where the path touches no chain, the chain that leads to a GEMM
+    (``mm``, ``bmm``, ``addmm``, ``matmul``, ``linear``, convolution) with the most
+    device time, else the chain with the most device time. Steps with the same
+    chain are reported together, with median times.
 
 Why it matters
     It is the guide's "event chain" read for you: where the host time of each
@@ -32,6 +35,7 @@ from tb_diagnostics.analysis.dispatch import CallNode, chains
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_us, short_name, steps_text
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
+from tb_diagnostics.rules.dispatch_chain_path import chain_path_us
 
 GEMM = re.compile(r"^aten::(?:mm|bmm|addmm|baddbmm|addbmm|matmul|linear|_?convolution"
                   r"|cudnn_convolution|conv\dd)$")
@@ -54,6 +58,20 @@ def best_chain(root: CallNode) -> list[CallNode]:
     return max(pool, key=lambda p: (p[-1].device_us, sum(n.total_us for n in p)))
 
 
+def path_chain(analysis: SpanAnalysis, index: int,
+               root: CallNode) -> tuple[list[CallNode], float]:
+    """Window ``index``'s chain on its critical path, with the path time on it (µs); where
+    the path runs through no chain, :func:`best_chain` and 0. Among chains with equal path
+    time, the one with more device time, then more host time."""
+    paths = chains(root)
+    on = chain_path_us(analysis, index, paths)
+    if on and max(on) > 0:
+        i = max(range(len(paths)),
+                key=lambda j: (on[j], paths[j][-1].device_us, sum(n.total_us for n in paths[j])))
+        return paths[i], on[i]
+    return best_chain(root), 0.0
+
+
 def _label(node: CallNode, total: float) -> str:
     times = f"{fmt_us(total)}"
     if node.kind in _DEVICE:
@@ -67,8 +85,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if not windows or analysis.cpu_only:
         return []
     groups: dict[tuple[str, ...], list[tuple[int, list[CallNode]]]] = {}
+    on_path: dict[int, float] = {}
     for k in range(len(windows)):
-        chain = best_chain(analysis.call_tree(k))
+        chain, on_path[k] = path_chain(analysis, k, analysis.call_tree(k))
         if len(chain) < 2:
             continue
         key = tuple("step" if n.kind == "step" else f"{n.kind}:{n.name}" for n in chain)
@@ -83,6 +102,10 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                     for m in members]
             levels.append(_label(node, float(np.median(vals))))
         steps = [windows[k].step for k, _ in members]
+        path_us = float(np.median([on_path[k] for k, _ in members]))
+        median = " (median per step)" if len(members) > 1 else ""
+        where = (f"{median}, the one the critical path runs through ({fmt_us(path_us)} of the "
+                 "path on its calls and kernels)" if path_us > 0 else median)
         ev: list[Evidence] = []
         for node in chain0:
             ev.extend(evidence(analysis, r, f"level: {node.name}") for r in node.rows[:1]
@@ -90,8 +113,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         out.append(Finding(
             rule=RULE.id, severity=RULE.severity, title=RULE.title,
             subject=(steps_text(steps) if len(ordered) > 1 else None),
-            message=(f"Dispatch chain in {steps_text(steps)}"
-                     f"{' (median per step)' if len(members) > 1 else ''}: "
+            message=(f"Dispatch chain in {steps_text(steps)}{where}: "
                      + " → ".join(levels) + "."),
             steps=steps, evidence=ev[:MAX_EVIDENCE], savings_us=None,
             confirm="expand the step in the trace view: the same nesting appears"))
