@@ -38,11 +38,15 @@ def _segments(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
     rows = cp.row[idx]
     ops = op_above(analysis, rows)
     names, op_names = _names(analysis, rows), _names(analysis, ops)
+    # The row's lane, as the timeline labels it: the tab draws a segment whose event the
+    # timeline left out (its cap, Python frames) on that lane.
+    m = analysis.model
+    lanes = [m.lanes[int(m.lane[r])].label if r >= 0 else None for r in rows.tolist()]
     return [{"kind": KIND_NAMES[k], "name": n, "row": r, "start_us": _us(s), "dur_us": _us(d),
-             "op": o}
-            for k, n, r, s, d, o in zip(cp.kind[idx].tolist(), names, rows.tolist(),
-                                        cp.start[idx].tolist(), cp.dur[idx].tolist(), op_names,
-                                        strict=True)]
+             "op": o, "lane": ln}
+            for k, n, r, s, d, o, ln in zip(cp.kind[idx].tolist(), names, rows.tolist(),
+                                            cp.start[idx].tolist(), cp.dur[idx].tolist(),
+                                            op_names, lanes, strict=True)]
 
 
 def _by_op(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:

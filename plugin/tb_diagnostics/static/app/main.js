@@ -333,10 +333,10 @@ export class App {
       fill(this.bodies.tree, h("div", { class: "none" }, res.error || "cannot load this step"));
       return;
     }
-    if (stepChanged || !this.tree.tree) this.tree.setData(res.tree, res.open);
+    if (stepChanged || !this.tree.tree) this.tree.setData(res.tree, res.open, res.critical_path);
     // Open the dispatch chain at the first highlighted call (the server finds its node).
     if (reveal && res.highlight_path?.length) this.tree.reveal(res.tree, res.highlight_path);
-    this.timeline.setData(res.timeline, focus);
+    this.timeline.setData(res.timeline, focus, res.critical_path);
     if (this.state.zoom && !focus.length) this.timeline.setView(...this.state.zoom.split(",").map(Number));
     document.body.dataset.ready = "true";
     requestAnimationFrame(() => performance.mark("tbd-step-painted"));

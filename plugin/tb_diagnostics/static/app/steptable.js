@@ -3,12 +3,16 @@
 
 import { h } from "./dom.js";
 import { CAUSE_LABEL, LAYERS, MAIN_CAUSE_LABEL, computeBusy, dur, ms, partUs, pct, stepLabel, verdictColor } from "./format.js";
+import { pathBar, pathLegend } from "./pathkinds.js";
 
 const COLUMNS = [
   { key: "step", label: "Step", value: (s) => s.index },
   { key: "wall", label: "Wall ms", num: true, value: (s) => s.wall_us },
   // Compute, as the verdict reads it; the bar shows collectives and idle time beside it.
   { key: "busy", label: "Compute busy", value: (s) => computeBusy(s) },
+  // What the step's end waits on, by kind (sorted by the host's share: host + input).
+  { key: "path", label: "Critical path", title: "sort by the path's host share (host + input)",
+    value: (s) => (s.critical_path ? (s.critical_path.by_kind.host + s.critical_path.by_kind.input) / (s.critical_path.total_us || 1) : -1) },
   // null (no peak for the precision, no FLOPs) sorts below every figure.
   { key: "flop", label: "FLOP util", num: true, value: (s) => s.flop_utilisation ?? -1 },
   { key: "verdict", label: "Verdict", value: (s) => s.verdict },
@@ -87,9 +91,11 @@ export class StepTable {
     const head = h("tr", null, COLUMNS.map((c) => h("th", {
       class: c.num ? "num" : "", scope: "col",
       "aria-sort": this.sort.key === c.key ? (this.sort.dir > 0 ? "ascending" : "descending") : null,
-    }, h("button", { onclick: () => this.toggleSort(c.key), title: `sort by ${c.label}` }, c.label))));
+    }, h("button", { onclick: () => this.toggleSort(c.key), title: c.title || `sort by ${c.label}` }, c.label))));
     this.tbody = h("tbody", { onkeydown: (e) => this.key(e) }, this.sorted().map((s) => this.row(s)));
-    const table = h("table", { class: "data", "aria-label": "steps" }, h("thead", null, head), this.tbody);
+    // The path bars' legend, only where some step has a path.
+    const caption = this.steps.some((s) => s.critical_path) ? h("caption", { class: "cp-caption" }, pathLegend("critical path:", this.steps)) : null;
+    const table = h("table", { class: "data", "aria-label": "steps" }, caption, h("thead", null, head), this.tbody);
     this.container.replaceChildren(table);
     this.select(this.selected);
   }
@@ -103,6 +109,7 @@ export class StepTable {
       (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: FLAG_TITLE[f] || "distorted by the profiler itself" }, f))),
     h("td", { class: "num" }, ms(s.wall_us)),
     h("td", null, busyBar(s)),
+    h("td", null, pathBar(s)),
     flopCell(s),
     // Where the launch backlog decided the verdict, the chip says why.
     h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) }, title: s.verdict_reason || null }, s.verdict)),

@@ -8,6 +8,7 @@
 import { fill, h } from "./dom.js";
 import { dur, ownName, shortName } from "./format.js";
 import { SpanMode } from "./spantl.js";
+import { PathLayer } from "./tlpath.js";
 import { AXIS_H, LABEL_W, ROW_H, drawAxis, drawBody, layout, palette } from "./tldraw.js";
 
 /** The tooltip's word for each event kind the timeline route sends (analysis/dispatch.py KIND_LABEL). */
@@ -37,12 +38,14 @@ export class TimelineView {
     this.highlight = [];
     this.bind();
     this.span = app ? new SpanMode(this, app) : null;
+    this.path = new PathLayer(this); // the step's critical path, toggled (tlpath.js)
     new ResizeObserver(() => this.draw()).observe(this.scroll);
   }
 
   /** The selected step's timeline; shown unless the whole span is (evidence to outline
    * switches back to the step). */
-  setData(tl, focusRows = []) {
+  setData(tl, focusRows = [], path = null) {
+    this.path.setStep(path);
     this.stepData = tl;
     this.stepFocus = focusRows;
     if (this.span && this.mode === "span") {
@@ -148,6 +151,7 @@ export class TimelineView {
     const ctx = this.canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     drawBody(ctx, this.tl, v);
+    this.path.draw(ctx, v);
     const actx = this.axis.getContext("2d");
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
     if (this.tl.extent) drawAxis(actx, v, this.tl.extent.start_us, "time in span");
@@ -195,6 +199,8 @@ export class TimelineView {
     if (tl.shown < tl.total) parts.push("(the longest kept)");
     const kids = [h("span", null, parts.join(" "))];
     if (i !== null && i !== undefined) kids.push(h("span", { class: "sel" }, this.label(i)));
+    const path = this.path.describeLine();
+    if (path) kids.push(path);
     kids.push(h("span", null, "shaded: outside this step's device window · wheel: zoom · drag: pan · double-click: fit"));
     this.info.replaceChildren(...kids);
   }
@@ -229,7 +235,8 @@ export class TimelineView {
       h("div", { class: "m" }, `duration ${dur(ev.dur_us[i])} · starts ${dur(ev.start_us[i] - (tl.extent || tl.range).start_us)} ${into}`),
       launches ? h("div", { class: "m" }, `launches ${launches} device activit${launches > 1 ? "ies" : "y"}`) : null,
       by ? h("div", { class: "m" }, `launched by ${shortName(tl.names[ev.name[by[0]]], 60)}`) : null,
-      ev.clipped.includes(i) ? h("div", { class: "m" }, tl.mode === "span" ? "clipped to the view" : "clipped to the step's range") : null);
+      ev.clipped.includes(i) ? h("div", { class: "m" }, tl.mode === "span" ? "clipped to the view" : "clipped to the step's range") : null,
+      this.path.tipLine(i));
     this.placeTip(px, py);
   }
 

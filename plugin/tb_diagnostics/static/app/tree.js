@@ -2,10 +2,12 @@
 // ProfilerStep#N → record_function → aten::* → cudaLaunchKernel → kernel,
 // with host time, self time and device time at each level. The heaviest
 // chain is open at first. Keyboard: arrows move / open / close, Enter
-// toggles, "t" shows the node's calls in the timeline.
+// toggles, "t" shows the node's calls in the timeline. The ops the step's critical
+// path runs through carry a "path" badge (pathOps: by name, as the tree groups calls).
 
 import { h } from "./dom.js";
-import { dur, shortName } from "./format.js";
+import { dur, pct, shortName } from "./format.js";
+import { pathOps } from "./pathops.js";
 
 const MARK_CLASS = { fusion: "fusion", "hidden copy": "copy", "occupancy query": "occupancy", sync: "sync" };
 const MARK_HELP = {
@@ -24,7 +26,9 @@ export class TreeView {
     this.parentOf = new Map();
   }
 
-  setData(tree, openPath) {
+  /** `path`: the step route's critical_path (undefined keeps the one before). */
+  setData(tree, openPath, path) {
+    if (path !== undefined) this.path = pathOps(path);
     this.tree = tree;
     this.byId.clear();
     this.parentOf.clear();
@@ -61,6 +65,7 @@ export class TreeView {
     const row = h("div", { class: `node k-${n.kind}`, style: { "--depth": depth }, title, onclick: () => this.toggle(n.id) },
       h("span", { class: "nname" },
         h("span", { class: "tw", "aria-hidden": "true" }, kids.length ? (open ? "▾" : "▸") : ""),
+        this.pathBadge(n), // first: a long name's row is cut at its end
         // Kernels sit deep in a narrow column: short enough that their own name shows.
         h("span", { class: "n" }, shortName(n.name, isDevice ? 40 : 110)),
         n.count > 1 ? h("span", { class: "count" }, `×${n.count}`) : null,
@@ -153,6 +158,13 @@ export class TreeView {
       const r = el.getBoundingClientRect();
       this.container.scrollTop += r.top - box.top - this.container.clientHeight / 3;
     }
+  }
+
+  /** The "path" badge of a node the step's critical path runs through, else null. */
+  pathBadge(n) {
+    const p = this.path?.of(n, (id) => this.byId.get(this.parentOf.get(id)));
+    if (!p) return null;
+    return h("span", { class: "badge path", title: p.title, dataset: { pathUs: p.us } }, `path ${p.us >= 0.005 * this.path.total ? pct(p.us / this.path.total) : "<1%"}`);
   }
 
   /** Mark the node whose rows are shown in the timeline. */
