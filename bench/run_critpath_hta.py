@@ -1,13 +1,15 @@
 """Our critical path against Holistic Trace Analysis' (issue 27, item 6).
 
     .venv/bin/python bench/run_critpath_hta.py [--traces DIR] [--only RUN ...]
-                                               [--timeout S] [--json FILE]
+                                               [--timeout S] [--json FILE] [--ours-at REV]
 
 HTA (``traceinsight`` 0.6.1) is never a dependency of ours: the script makes its own venv
 once, ``bench/.venv-hta`` (git-ignored), and runs HTA there, in a child process per trace
 file (this same file with ``--hta-worker``, which imports nothing of ours). HTA wants a
 directory of rank files, so each file gets a temporary directory of its own with a link to
-it (two files of one run would otherwise collide on one rank).
+it (two files of one run would otherwise collide on one rank). Ours is the package as
+committed at ``--ours-at`` (HEAD), exported to a temporary directory: the shared work tree
+changes under a run of many minutes.
 
 Per ``ProfilerStep#N`` on the host, HTA is asked for the step's path as its docs say:
 ``TraceAnalysis(trace_dir=..., include_last_profiler_step=True).critical_path_analysis(rank,
@@ -134,6 +136,17 @@ def _hta_worker(trace_dir: str) -> dict[str, Any]:
             step["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         step["log"] = [ln for ln in logged() if ln.startswith("ERROR")][:3]
         out["steps"].append(step)
+    if not out["steps"]:
+        # No host step: what HTA itself says when asked for the first one.
+        try:
+            res = ta.critical_path_analysis(rank, annotation=annotation, instance_id=0,
+                                            data_load_events=DATA_LOAD_EVENTS)
+            why = "returned None" if res is None else f"returned a path: {res[1]}"
+        except Exception as exc:  # HTA's failure is the result
+            why = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        errors = [ln for ln in logged() if ln.startswith("ERROR")][:1]
+        out["load_error"] = f"no host ProfilerStep; instance_id=0 {why}" + (
+            f" ({errors[0]})" if errors else "")
     out["pandas"] = pd.__version__
     return out
 
@@ -165,6 +178,18 @@ def run_hta(py: Path, trace: Path, timeout: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def snapshot(rev: str, into: Path) -> str:
+    """Our package as committed at ``rev``, exported into ``into`` and put first on the
+    path: the shared work tree changes under a long run. Returns the commit."""
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", rev], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    tar = subprocess.run(["git", "-C", str(REPO), "archive", commit, "plugin"], check=True,
+                         capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    sys.path.insert(0, str(into / "plugin"))
+    return commit
+
+
 def our_steps(trace: Path) -> dict[int, dict[str, Any]]:
     import tb_diagnostics
 
@@ -194,10 +219,14 @@ def fmt(sh: dict[str, float]) -> str:
     return " ".join(f"{k[:3]} {v:.0f}" for k, v in sh.items() if round(v) != 0) or "0"
 
 
-def compare(traces: Path, only: list[str], timeout: float) -> list[dict[str, Any]]:
+def compare(traces: Path, only: list[str], timeout: float,
+            out: Path | None = None) -> list[dict[str, Any]]:
+    """Every trace file, smallest first; with ``out``, the rows so far are written after
+    each file (a long run cut short keeps what it did)."""
     py = ensure_venv()
     rows: list[dict[str, Any]] = []
-    for trace in sorted(traces.glob("*/*.pt.trace.json*")):
+    files = sorted(traces.glob("*/*.pt.trace.json*"), key=lambda f: f.stat().st_size)
+    for trace in files:
         run = trace.parent.name
         if only and run not in only:
             continue
@@ -205,31 +234,44 @@ def compare(traces: Path, only: list[str], timeout: float) -> list[dict[str, Any
             else f"{run}/{trace.name.split('.pt.trace')[0]}"
         print(f"... {label}", file=sys.stderr, flush=True)
         hta = run_hta(py, trace, timeout)
-        ours = our_steps(trace)
-        if "load_error" in hta or not hta.get("steps"):
-            why = hta.get("load_error") or next(
-                (ln for ln in hta.get("log", []) if ln.startswith("ERROR")),
-                "no ProfilerStep annotation")
-            rows.append({"trace": label, "step": None, "hta_error": why,
-                         "ours_steps": len(ours)})
-            continue
-        for st in hta["steps"]:
-            mine = ours.get(st["step"]) if st["step"] is not None else None
-            row: dict[str, Any] = {"trace": label, "step": st["step"],
-                                   "instance_id": st["instance_id"],
-                                   "window_us": st["window_us"]}
+        try:
+            ours = our_steps(trace)
+        except Exception as exc:  # a failure of ours is a result too
+            ours, ours_error = {}, f"{type(exc).__name__}: {exc}"
+        else:
+            ours_error = None
+        rows.extend(_rows(label, hta, ours, ours_error))
+        if out:
+            out.write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def _rows(label: str, hta: dict[str, Any], ours: dict[int, dict[str, Any]],
+          ours_error: str | None) -> list[dict[str, Any]]:
+    if "load_error" in hta or not hta.get("steps"):
+        why = hta.get("load_error") or next(
+            (ln for ln in hta.get("log", []) if ln.startswith("ERROR")),
+            "no ProfilerStep annotation")
+        return [{"trace": label, "step": None, "hta_error": why, "ours_steps": len(ours),
+                 "ours_error": ours_error}]
+    rows = []
+    for st in hta["steps"]:
+        mine = ours.get(st["step"]) if st["step"] is not None else None
+        row: dict[str, Any] = {"trace": label, "step": st["step"],
+                               "instance_id": st["instance_id"],
+                               "window_us": st["window_us"], "ours_error": ours_error}
+        if mine:
+            row.update(ours=mine["shares"], wall_us=mine["wall_us"],
+                       ended_by=mine["ended_by"])
+        if "shares" in st:
+            hc = hta_classes(st["shares"])
+            row.update(hta=hc, hta_raw=st["shares"], path_us=st["path_us"])
             if mine:
-                row.update(ours=mine["shares"], wall_us=mine["wall_us"],
-                           ended_by=mine["ended_by"])
-            if "shares" in st:
-                hc = hta_classes(st["shares"])
-                row.update(hta=hc, hta_raw=st["shares"], path_us=st["path_us"])
-                if mine:
-                    diff = {k: hc[k] - mine["shares"][k] for k in CLASSES}
-                    row.update(diff=diff, max_abs_diff=max(abs(v) for v in diff.values()))
-            else:
-                row["hta_error"] = st["error"] + (f" ({st['log'][0]})" if st["log"] else "")
-            rows.append(row)
+                diff = {k: hc[k] - mine["shares"][k] for k in CLASSES}
+                row.update(diff=diff, max_abs_diff=max(abs(v) for v in diff.values()))
+        else:
+            row["hta_error"] = st["error"] + (f" ({st['log'][0]})" if st["log"] else "")
+        rows.append(row)
     return rows
 
 
@@ -239,7 +281,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         step = "—" if r["step"] is None else str(r["step"])
-        ours = fmt(r["ours"]) if "ours" in r else "—"
+        ours = fmt(r["ours"]) if "ours" in r else (r.get("ours_error") or "—")
         if "hta_error" in r:
             print(f"| {r['trace']} | {step} | {r['hta_error']} | — | {ours} | — | — |")
             continue
@@ -256,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
     ap.add_argument("--only", nargs="*", default=[], help="run names to compare")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per trace file")
-    ap.add_argument("--json", type=Path, help="write the rows here too")
+    ap.add_argument("--json", type=Path, help="write the rows here too, file by file")
+    ap.add_argument("--ours-at", default="HEAD", help="our package as committed at this rev")
     ap.add_argument("--hta-worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.hta_worker:
@@ -266,10 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.traces.is_dir():
         print(f"no traces at {args.traces}", file=sys.stderr)
         return 1
-    rows = compare(args.traces, args.only, args.timeout)
+    with tempfile.TemporaryDirectory(prefix="critpath-ours-") as tmp:
+        commit = snapshot(args.ours_at, Path(tmp))
+        print(f"ours: {commit[:10]}", file=sys.stderr, flush=True)
+        rows = compare(args.traces, args.only, args.timeout, args.json)
     print_table(rows)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
     return 0
 
 
