@@ -37,7 +37,7 @@ from tb_diagnostics.analysis.timeline import (
     _lane_order,
     step_range,
 )
-from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.categories import DEVICE_KINDS, Kind
 from tb_diagnostics.trace.chrome_export import file_clock_offset
 from tb_diagnostics.trace.nesting import previous_greater
 
@@ -90,6 +90,49 @@ def chain_depth(parent: np.ndarray) -> np.ndarray:
         nxt[live] = nxt[p]
 
 
+def _small(values: np.ndarray) -> np.ndarray:
+    """Non-negative integers as int16 where they fit: numpy sorts those (stable) by radix."""
+    if values.size and int(values.max()) <= np.iinfo(np.int16).max:
+        return values.astype(np.int16)
+    return values
+
+
+def _previous_on_lane(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per position (lane by lane, each in start order), the latest earlier position on
+    the same lane whose event ends after this one starts, else -1."""
+    found = previous_greater(end, start).astype(np.int64)
+    first = np.zeros(lane.shape[0], dtype=np.int64)  # each lane's first position
+    if lane.size:
+        changes = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+        first[changes] = changes
+        np.maximum.accumulate(first, out=first)
+    return np.where(found >= first, found, -1)
+
+
+def _lane_parents(m: Any, rows: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """The parent position of each of ``rows`` (lane by lane, each in start order).
+
+    Without Python frames the host rows drawn are exactly the ones the model nested at
+    load (``parent``: the same rule on the same rows), so only the device rows are
+    searched; with them (not drawn, but the model's parents), every row is.
+    """
+    if (m.kind == int(Kind.PYTHON)).any():
+        return _previous_on_lane(lane, m.start[rows], m.end[rows])
+    pos = np.full(len(m), -1, dtype=np.int64)
+    pos[rows] = np.arange(rows.shape[0])
+    parent = np.full(rows.shape[0], -1, dtype=np.int64)
+    on_device = np.isin(m.kind[rows], np.asarray(sorted(DEVICE_KINDS), dtype=np.uint8))
+    host = np.flatnonzero(~on_device)
+    p = m.parent[rows[host]].astype(np.int64)
+    parent[host] = np.where(p >= 0, pos[np.maximum(p, 0)], -1)
+    dev = np.flatnonzero(on_device)  # a subsequence: still lane by lane, in start order
+    if dev.size:
+        r = rows[dev]
+        found = _previous_on_lane(lane[dev], m.start[r], m.end[r])
+        parent[dev] = np.where(found >= 0, dev[np.maximum(found, 0)], -1)
+    return parent
+
+
 @computed
 def span_rows(analysis: SpanAnalysis) -> SpanRows:
     """The span's drawn events as lane rows (built once per span).
@@ -102,30 +145,27 @@ def span_rows(analysis: SpanAnalysis) -> SpanRows:
     """
     m = analysis.model
     rows = np.flatnonzero(~np.isin(m.kind, np.asarray(sorted(_SKIP_KINDS), dtype=np.uint8)))
-    lane = m.lane[rows].astype(np.int64)
-    by_lane = np.argsort(lane, kind="stable")  # lane by lane, each in start order
-    rows, lane = rows[by_lane], lane[by_lane]
+    lane = m.lane[rows]
+    # Lane by lane, each in start order (a stable sort of small integers: a radix sort).
+    by_lane = np.argsort(_small(lane), kind="stable")
+    rows, lane = rows[by_lane], lane[by_lane].astype(np.int64)
     start, end = m.start[rows], m.end[rows]
-    found = previous_greater(end, start)
-    first = np.zeros(rows.shape[0], dtype=np.int64)  # each lane's first position
-    if rows.size:
-        changes = np.flatnonzero(lane[1:] != lane[:-1]) + 1
-        first[changes] = changes
-        np.maximum.accumulate(first, out=first)
-    parent = np.where(found >= first, found, -1)
-    depth = chain_depth(parent)
+    depth = chain_depth(_lane_parents(m, rows, lane))
 
     deep = depth >= MAX_DEPTH
     keep = ~deep
     step_lane = next((int(m.lane[w.row]) for w in analysis.windows if w.row >= 0), -1)
-    used = _lane_order(analysis, np.unique(lane[keep]).tolist(), step_lane)
+    present = np.bincount(lane[keep], minlength=len(m.lanes)) > 0
+    used = _lane_order(analysis, np.flatnonzero(present).tolist(), step_lane)
     pos = np.full(len(m.lanes), -1, dtype=np.int64)
     pos[np.asarray(used, dtype=np.int64)] = np.arange(len(used))
     key = pos[lane[keep]] * MAX_DEPTH + depth[keep]
-    o = np.argsort(key, kind="stable")  # stable: each row stays in start order
+    o = np.argsort(_small(key), kind="stable")  # stable: each row stays in start order
     key = key[o]
     order = rows[keep][o]
-    keys, first_at = np.unique(key, return_index=True)
+    first_at = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else \
+        np.zeros(0, dtype=np.int64)
+    keys = key[first_at]
     lane_depth = np.zeros(len(used), dtype=np.int64)
     if keys.size:
         np.maximum.at(lane_depth, keys // MAX_DEPTH, keys % MAX_DEPTH + 1)
