@@ -214,3 +214,21 @@ def test_shared_trace_adds_up(name):
     names = Counter(tl["names"][i] for i in tl["events"]["name"])
     raw_names = Counter(e["name"] for e in raw)
     assert all(raw_names[n] >= c for n, c in names.items())
+
+
+def test_warm_lays_the_rows_out_once_in_the_background(tmp_path, monkeypatch):
+    import tb_diagnostics.analysis.span_timeline as st
+
+    a = analyse(busy_trace(), tmp_path)
+    calls = []
+    real = st.span_rows.__wrapped__
+
+    def counted(analysis):
+        calls.append(1)
+        return real(analysis)
+
+    monkeypatch.setattr(st, "span_rows", st.computed(counted))
+    st.warm(a)
+    st.warm(a)  # once per analysis
+    tl = span_timeline(a, width=400)  # waits for the layout rather than building it again
+    assert len(calls) == 1 and tl["total"] > 0

@@ -1,10 +1,9 @@
 """The timeline across a whole span, with the level of detail decided on the server.
 
-A 500 MB trace holds millions of events; a browser canvas draws a few thousand
-rectangles per frame. :func:`span_timeline` answers "what is visible in
-``[t0, t1]`` drawn ``width`` pixels wide" with at most ``max_items`` items, in
-the same columnar payload as the step timeline (:mod:`.timeline`), so the same
-drawing code draws it:
+A 500 MB trace holds millions of events; a canvas draws a few thousand per frame.
+:func:`span_timeline` answers "what is visible in ``[t0, t1]`` drawn ``width``
+pixels wide" with at most ``max_items`` items, in the step timeline's columnar
+payload (:mod:`.timeline`), so the same drawing code draws it:
 
 - an event at least one bin wide (a bin starts as one pixel: ``(t1 - t0) /
   width``) is sent as itself;
@@ -15,14 +14,15 @@ drawing code draws it:
 - when even that is more than ``max_items`` items (many rows, each busy in every
   pixel), the bin doubles until it fits.
 
-The per-row layout (lane order, nesting depth, rows sorted by start) is built
-once per span (:func:`span_rows`, memoized); a request is a binary search per
-lane row and a few whole-array passes over the events in range.
+The per-row layout (lane order, depth, rows sorted by start) is built once per span
+(:func:`span_rows`); a request is a binary search per row and whole-array passes.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,6 +188,23 @@ def span_rows(analysis: SpanAnalysis) -> SpanRows:
     )
 
 
+_warming: weakref.WeakKeyDictionary[SpanAnalysis, threading.Thread] = \
+    weakref.WeakKeyDictionary()
+_warm_lock = threading.Lock()
+
+
+def warm(analysis: SpanAnalysis) -> None:
+    """Lay the span's rows out in a background thread, once per analysis: the server calls
+    this when a span's first step is asked for, so the whole-span view's first answer
+    pays only for its own range (the layout of a 500 MB trace takes about a second)."""
+    with _warm_lock:
+        if analysis in _warming:
+            return
+        t = _warming[analysis] = threading.Thread(target=span_rows, args=(analysis,),
+                                                  daemon=True, name="tb-diagnostics-span-rows")
+    t.start()
+
+
 def _in_range(sr: SpanRows, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray]:
     """Positions in ``sr.order`` of the events overlapping ``(t0, t1)``, row by row, and
     the index into ``sr.keys`` of each one's row."""
@@ -237,6 +254,10 @@ def span_timeline(analysis: SpanAnalysis, t0: float | None = None, t1: float | N
                   max_name: int = MAX_NAME) -> dict[str, Any]:
     """The span's timeline in ``[t0, t1]`` (µs since the model origin; the span's extent
     where not given) for a canvas ``width`` pixels wide: at most ``max_items`` items."""
+    with _warm_lock:
+        warming = _warming.get(analysis)
+    if warming is not None and warming.is_alive():
+        warming.join()  # the layout is on its way: wait for it rather than build it twice
     sr = span_rows(analysis)
     lo = sr.extent[0] if t0 is None else float(t0)
     hi = sr.extent[1] if t1 is None else float(t1)

@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 from tb_diagnostics.analysis import Thresholds
+from tb_diagnostics.analysis.span_timeline import warm as span_timeline_warm
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader, key_of
@@ -149,6 +150,7 @@ class DataProvider:
         if analysis is None:  # evicted between the two looks: reload
             return 202, {"status": "loading", "progress": Progress(file=f).to_dict()}
         index = _step_index(analysis.windows, step)
+        span_timeline_warm(analysis)  # the whole-span timeline's layout, in the background
         key = (index, rows)
         detail = got.details.get(key)
         if detail is None:
