@@ -163,10 +163,13 @@ def test_a_card_of_several_findings_lists_each_as_a_part_with_its_number(builder
     assert card["saves_us"] >= max(p["saves_us"] for p in parts) - 1e-9
     (line, sub) = next((line, sub) for line, sub in whatif_items(span)
                        if line.startswith("syncs:"))
+    # (First the path's line: tests/test_whatif_path.py.)
+    assert sub[0].startswith("on the critical path: ")
+    sub = sub[1:]
     assert len(sub) == 3 and sub[-1] == PARTS_NOTE
     assert all(x.startswith("part: host-sync (") and "of steps 1–3" in x for x in sub[:2])
     lines = whatif_lines(span)
-    assert lines[lines.index(line) + 1] == f"  {sub[0]}"
+    assert lines[lines.index(line) + 2] == f"  {sub[0]}"
 
 
 def _pageable_copies(b: TraceBuilder) -> None:

@@ -99,7 +99,7 @@ def test_an_even_input_saving_names_the_step_its_bars_draw(tmp_path):
                                                                first["after_us"])
     assert first["before_us"] - first["after_us"] == pytest.approx(400.0, abs=0.01)
     assert "wall_us_before" not in inp and "saves_uneven" not in inp
-    (line,) = [x for x in whatif_lines({"whatif": [inp]})]
+    line = whatif_lines({"whatif": [inp]})[0]  # (its path line under it: test_whatif_path)
     # Every step saves the same: the first is shown.
     assert inp["shown_step"] == 1
     assert line.startswith("input: 1.00 ms → 600 µs in step 1, saves 400 µs per step "
@@ -125,7 +125,7 @@ def test_a_card_whose_saving_moves_says_so_and_shows_no_median(tmp_path, monkeyp
     assert card["saving_moves"] is True
     assert card["shown_step"] == a.windows[0].step
     assert card["shown_before_us"] - card["shown_after_us"] == pytest.approx(499.0)
-    (line,) = whatif_lines({"whatif": [card]})
+    line = whatif_lines({"whatif": [card]})[0]
     assert line == (f"amp: {fmt_us(card['shown_before_us'])} → {fmt_us(card['shown_after_us'])}"
                     f" in step {a.windows[0].step}, no measurable saving (1.41 ms of the "
                     "per-step savings move into other steps' waits) — c")
@@ -143,7 +143,7 @@ def test_a_saving_partly_given_back_gives_what_holds_and_what_moves(tmp_path, mo
     assert card["saving_moves"] is False  # a quarter given back: MOVED_SHARE, not above it
     # The nearest 300: window 2 (-300) is 600 away, windows 0 and 1 are 300 away: window 0.
     assert card["shown_step"] == a.windows[0].step
-    (line,) = whatif_lines({"whatif": [card]})
+    line = whatif_lines({"whatif": [card]})[0]
     assert ", saves 300 µs per step (900 µs over the 3 warm steps) — c" in line
 
 
@@ -155,7 +155,7 @@ def test_a_span_without_steps_names_no_step(tmp_path):
     a = b.analysis()
     inp = _card(whatif_section(a), "input")
     assert inp["steps"] == [None] and inp["shown_step"] is None
-    (line,) = whatif_lines({"whatif": [inp]})
+    line = whatif_lines({"whatif": [inp]})[0]
     assert " in step" not in line and "over the span" in line
 
 

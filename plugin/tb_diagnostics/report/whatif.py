@@ -30,6 +30,7 @@ from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
+from tb_diagnostics.analysis.views.whatif_path import path_cut
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
 PARTS_NOTE = ("each part is replayed alone, so they do not add up to the card, which replays "
@@ -80,6 +81,9 @@ def whatif_section(analysis: SpanAnalysis,
             # Every window, cold ones included, for the tab's bars of the selected step.
             "per_step": [{"step": w.step, "before_us": _r(p.before_us[k]),
                           "after_us": _r(p.after_us[k])} for k, w in enumerate(windows)],
+            # What the change takes off the warm steps' critical paths, per step.
+            "path_segments": (None if p.applied is None else path_cut(
+                analysis, p.applied, warm).to_dict(p.step_savings(warm))),
         })
     return out
 
@@ -132,6 +136,61 @@ def _saves(w: dict[str, Any]) -> str:
     return saves + (f" ({'; '.join(said)})" if said else "")
 
 
+#: A card's path segments by kind, in words (``steps[].critical_path`` kinds).
+_KIND_WORDS = {"host": "host", "input": "DataLoader", "device": "device", "comm": "communication",
+               "latency": "launch latency"}
+
+
+def _freed_text(ps: dict[str, Any], per: str) -> str:
+    """``the host no longer waits through 2.70 ms per step of its device work (mostly
+    `aten::mm`'s), which still runs`` (a freed sync's); empty where none."""
+    from tb_diagnostics.names import short_name
+    from tb_diagnostics.rules._util import fmt_us
+
+    freed = ps.get("freed_us") or 0.0
+    if freed < 0.05:
+        return ""
+    top = (ps.get("freed_top") or [None])[0]
+    where = f" (most in `{short_name(top['name'], 60)}`)" if top else ""
+    return (f"the host no longer waits through {fmt_us(freed)} {per} of its device work"
+            f"{where}, which still runs")
+
+
+def path_line(w: dict[str, Any]) -> str:
+    """``on the critical path: shortens its host time by 400 µs per step (40% of the path),
+    most in `aten::add_` (host) 300 µs`` or ``shortens nothing the step's end waits on``
+    (``path_segments``; empty for a document without it)."""
+    from tb_diagnostics.names import short_name
+    from tb_diagnostics.rules._util import fmt_us
+
+    ps = w.get("path_segments")
+    if not ps:
+        return ""
+    per = _per(w.get("steps") or [])
+    freed = _freed_text(ps, per)
+    if ps["shortened_us"] < 0.05:
+        text = "on the critical path: shortens nothing the step's end waits on"
+        if freed:
+            text = f"on the critical path: shortens none of its segments; {freed}"
+        off = ps.get("saving_off_path_us") or 0.0
+        if off >= 0.05 and w["saves_us"] >= 0.05:
+            # The step's window moves against its own work (the steps before it shorten):
+            # the saving is theirs, handed over, not a shorter wait of this step's.
+            text += (f"; the {fmt_us(min(off, w['saves_us']))} {per} it saves here are "
+                     "not on it: the step's window moves with the steps around it")
+        return text
+    kinds = [k for k, v in sorted(ps["by_kind"].items(), key=lambda kv: -kv[1]) if v >= 0.05]
+    words = [_KIND_WORDS[k] for k in kinds]
+    what = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    text = (f"on the critical path: shortens its {what} time by {fmt_us(ps['shortened_us'])} "
+            f"{per} ({100 * ps['share']:.0f}% of the path)")
+    top = [f"`{short_name(t['name'], 60)}` ({t['kind']}) {fmt_us(t['us'])}"
+           for t in ps.get("top") or []]
+    if top:
+        text += ", most in " + ", ".join(top)
+    return f"{text}; {freed}" if freed else text
+
+
 def whatif_items(span: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Per projection: its line, and the lines under it (its parts, the related rules
     with findings here), for the text, Markdown and HTML reports."""
@@ -141,6 +200,9 @@ def whatif_items(span: dict[str, Any]) -> list[tuple[str, list[str]]]:
         line = f"{w['id']}: {_walls(w)}, {_saves(w)} — {w['change']}"
         parts = w.get("parts") or []
         sub = [_part_line(x) for x in parts]
+        path = path_line(w)
+        if path:
+            sub.insert(0, path)
         if len(parts) > 1 or (parts and parts[0]["saves_us"] != w["saves_us"]):
             # Removing one sync leaves the host waiting at the next; the card removes all.
             sub.append(PARTS_NOTE)

@@ -158,6 +158,8 @@ class Projection:
     part_rules: tuple[str, ...] = ()
     #: Rules that name the problem this change fixes, without a change of their own.
     related: tuple[str, ...] = ()
+    #: The change replayed: what the steps' critical paths lose (``views.whatif_path``).
+    applied: Change | None = None
 
     def saving_over(self, windows: Iterable[int] | None = None) -> Saving:
         """What ``windows`` (all when None) save together (:func:`saving_over`)."""
@@ -265,13 +267,14 @@ def projections(analysis: SpanAnalysis) -> list[Projection]:
         changes.append(change)
         out.append(Projection(card.id, card.sentence, card.claims + card.parts, card.assumes,
                               *replayed(analysis, change), part_rules=card.parts,
-                              related=card.related))
+                              related=card.related, applied=change))
     if len(changes) > 1:
         # No rule proposes every change at once: `all` claims no finding's number.
+        every = combine(changes)
         out.append(Projection(
             "all", "Every change above at once (savings do not add up: the changes overlap "
             "and the device work they leave still takes its time).",
-            (), "all of the above", *replayed(analysis, combine(changes))))
+            (), "all of the above", *replayed(analysis, every), applied=every))
     return out
 
 

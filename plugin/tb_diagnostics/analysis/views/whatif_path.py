@@ -1,0 +1,196 @@
+"""Which segments of the steps' critical paths a what-if change shortens.
+
+A change (:class:`~tb_diagnostics.analysis.replay.engine.Change`) says what it takes
+away; each segment of a step's path (:mod:`tb_diagnostics.analysis.critpath`) loses what
+of it the change takes away:
+
+- a host segment (kind ``host``, ``input`` or ``comm``, its event a host call) loses its
+  overlap with the host time the change removes on its thread (``removed_host``);
+- a kernel, copy or memset (``device``) the change makes faster (``device_scale`` below 1)
+  loses that part of its time; collectives keep theirs, as the replay has it;
+- a wait after the stream's previous activity (``latency`` named after the activity) that
+  the change sets a smaller gap for (``stream_gap``) loses what is above that gap.
+
+A sync the change frees (``no_wait``), or a blocking call it shortens (a copy from pageable
+memory made from pinned), shortens no segment: while the host waited in it, the path ran
+through the device work and latency the host waited for, and that work still runs. The
+host no longer waits through it (``freed``): the path can leave it, if nothing else the
+step's end waits on holds it there.
+
+What the segments lose is not the saving: the replay (``views.whatif``) says what the
+step saves, once the path moves to the next-longest chain of events, and a step's window
+moves with the steps around it (the device-side partition, ``steps.device_partition``):
+a step can save time that is not on its own path. On ``hta_amd_mi250_rocm_tiny`` the
+``graphs`` card saves all of warm step 2's 49 µs though it shortens nothing on its path
+(the step's own host time, nothing else): the change takes 2 ms off the cold step 1, step
+2's host work then runs while step 1's device work still does, and the partition gives
+step 2 an empty window. ``saving_off_path_us`` says how much of a card's saving is such
+time, so the reports say where the saving comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
+from tb_diagnostics.analysis.critpath.edges import COMM, DEVICE, HOST, INPUT, LATENCY
+from tb_diagnostics.analysis.intervals import Intervals, length_before, union
+from tb_diagnostics.analysis.path_clause import Charged, charge, segment_indices
+from tb_diagnostics.analysis.replay.engine import Change
+from tb_diagnostics.analysis.span import SpanAnalysis
+
+#: Names a card says it shortens, the most first.
+TOP_NAMES = 3
+
+
+@dataclass(frozen=True)
+class PathCut:
+    """What a change takes off the paths of some windows."""
+
+    windows: tuple[int, ...]
+    path_us: float  # the windows' paths, in all
+    cut_us: float  # what the change takes off their segments, in all
+    by_kind: dict[str, float]  # cut_us by segment kind
+    segments: int  # segments it shortens
+    top: tuple[Charged, ...]  # where, most first
+    #: The path's device work and latency the host no longer waits through (freed syncs).
+    freed_us: float
+    freed_top: tuple[Charged, ...]
+    window_cut_us: np.ndarray  # per window of ``windows``: cut and freed time of its path
+
+    def off_path_us(self, savings_us: np.ndarray) -> float:
+        """Of the windows' replayed savings (``savings_us``, per window of ``windows``),
+        what is more than each one's path loses or frees, in all: a window saves that much
+        only as its bounds move against its own work (the steps before it end sooner, or
+        later), not because anything its end waited on got shorter."""
+        return float(np.maximum(np.asarray(savings_us) - self.window_cut_us, 0.0).sum())
+
+    def to_dict(self, savings_us: np.ndarray | None = None) -> dict[str, Any]:
+        """Per window (a card's figures are per step), as the card's ``path_segments``;
+        with the windows' savings, ``saving_off_path_us`` (:meth:`off_path_us`)."""
+        n = max(len(self.windows), 1)
+        off = None if savings_us is None else round(self.off_path_us(savings_us) / n, 3)
+
+        def named(top: tuple[Charged, ...]) -> list[dict[str, Any]]:
+            return [dict(c.to_dict(), us=round(c.us / n, 3)) for c in top]
+
+        return {"shortened_us": round(self.cut_us / n, 3),
+                "path_us": round(self.path_us / n, 3),
+                "share": round(self.cut_us / self.path_us, 6) if self.path_us > 0 else 0.0,
+                "by_kind": {k: round(v / n, 3) for k, v in self.by_kind.items()},
+                "segments": self.segments,
+                "top": named(self.top),
+                "freed_us": round(self.freed_us / n, 3),
+                "freed_top": named(self.freed_top),
+                "saving_off_path_us": off}
+
+
+def _overlap(iv_start: np.ndarray, iv_end: np.ndarray, s: np.ndarray,
+             e: np.ndarray) -> np.ndarray:
+    iv = union(iv_start, iv_end)
+    return np.maximum(length_before(iv, e) - length_before(iv, s), 0.0)
+
+
+def _covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
+    """Whether each time lies inside one of the intervals."""
+    k = np.searchsorted(iv.start, t, side="right") - 1
+    return (k >= 0) & (t < iv.end[np.maximum(k, 0)])
+
+
+def _freed_waits(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.ndarray]:
+    """When the host no longer waits for the device with the change: the syncs it frees,
+    and the part it removes of calls that block for the device (syncs, copies from
+    pageable memory: ``SpanAnalysis.sync_rows``, ``whatif.pageable_htod_calls``)."""
+    from tb_diagnostics.analysis.views.whatif import pageable_htod_calls
+
+    m = analysis.model
+    freed = np.fromiter(change.no_wait, dtype=np.int64) if change.no_wait else \
+        np.zeros(0, dtype=np.int64)
+    starts, ends = [m.start[freed]], [m.end[freed]]
+    if change.removed_host:
+        blocking = np.union1d(analysis.sync_rows, pageable_htod_calls(analysis))
+        for lane, iv in change.removed_host.items():
+            calls = blocking[m.lane[blocking] == lane]
+            if not calls.size or not len(iv):
+                continue
+            b = union(m.start[calls], m.end[calls])
+            # Removed and blocking both: between consecutive ends of either, where both cover.
+            pts = np.unique(np.concatenate([iv.start, iv.end, b.start, b.end]))
+            mid = (pts[:-1] + pts[1:]) / 2
+            both = _covers(iv, mid) & _covers(b, mid)
+            starts.append(pts[:-1][both])
+            ends.append(pts[1:][both])
+    return np.concatenate(starts), np.concatenate(ends)
+
+
+def segment_cuts(analysis: SpanAnalysis, change: Change,
+                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per path segment ``idx``: the µs the change takes off it, and the µs of it the host
+    no longer waits through (a freed sync's); neither more than its length."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    rows, kind = cp.row[idx], cp.kind[idx]
+    s = cp.start[idx]
+    e = s + cp.dur[idx]
+    cut = np.zeros(idx.shape[0])
+    freed = np.zeros(idx.shape[0])
+    ok = rows >= 0
+    is_host = np.zeros(idx.shape[0], dtype=bool)
+    is_host[ok] = m.is_host[rows[ok]]
+    # Host time: a host-kind segment of a host call (a launch latency is named after its
+    # launch call, but it is the device's wait, not the host's time).
+    host_time = is_host & ((kind == HOST) | (kind == INPUT) | (kind == COMM))
+    lanes = np.where(host_time, m.lane[np.maximum(rows, 0)], -1)
+    for lane, iv in change.removed_host.items():
+        on = np.flatnonzero(lanes == lane)
+        if on.size and len(iv):
+            cut[on] += _overlap(iv.start, iv.end, s[on], e[on])
+    # The device side of the path while the host waited in a call it no longer waits in.
+    w_s, w_e = _freed_waits(analysis, change)
+    dev = np.flatnonzero(~host_time)
+    if dev.size and w_s.size:
+        freed[dev] = _overlap(w_s, w_e, s[dev], e[dev])
+    acts = m.device_activity_rows
+    if acts.size and (change.device_scale is not None or change.stream_gap is not None):
+        at = np.searchsorted(acts, rows)
+        is_act = ok & (at < acts.size)
+        is_act[is_act] = acts[np.minimum(at[is_act], acts.size - 1)] == rows[is_act]
+        if change.device_scale is not None:
+            fixed = analysis.comm_activity_mask
+            faster = np.flatnonzero(is_act & (kind == DEVICE))
+            a = at[faster]
+            scale = np.where(fixed[a], 1.0, change.device_scale[a])
+            cut[faster] += (e[faster] - s[faster]) * np.clip(1.0 - scale, 0.0, 1.0)
+        if change.stream_gap is not None:
+            waits = np.flatnonzero(is_act & (kind == LATENCY))
+            gap = change.stream_gap[at[waits]]
+            has = ~np.isnan(gap)
+            w = waits[has]
+            cut[w] += np.maximum((e[w] - s[w]) - gap[has], 0.0)
+    cut = np.minimum(cut, e - s)
+    return cut, np.minimum(freed, e - s - cut)
+
+
+def path_cut(analysis: SpanAnalysis, change: Change, windows: Sequence[int]) -> PathCut:
+    """What ``change`` takes off the paths of ``windows`` (window indices)."""
+    cp = critical_paths(analysis)
+    ws = tuple(int(k) for k in windows)
+    idx = segment_indices(analysis, ws)
+    cut, freed = segment_cuts(analysis, change, idx)
+    n_k = len(KIND_NAMES)
+    by = np.bincount(cp.kind[idx], weights=cut, minlength=n_k) if idx.size else np.zeros(n_k)
+    sizes = [int(cp.offsets[k + 1] - cp.offsets[k]) for k in ws]
+    owner = np.repeat(np.arange(len(ws)), sizes)
+    per_window = np.bincount(owner, weights=cut + freed, minlength=len(ws)) if idx.size \
+        else np.zeros(len(ws))
+    return PathCut(windows=ws, path_us=float(cp.dur[idx].sum()), cut_us=float(cut.sum()),
+                   by_kind={k: float(v) for k, v in zip(KIND_NAMES, by.tolist(), strict=True)},
+                   segments=int(np.count_nonzero(cut > 0)),
+                   top=tuple(charge(analysis, idx, cut, limit=TOP_NAMES)),
+                   freed_us=float(freed.sum()),
+                   freed_top=tuple(charge(analysis, idx, freed, limit=1)),
+                   window_cut_us=per_window)
