@@ -61,20 +61,17 @@ def host_names(analysis: SpanAnalysis, start: np.ndarray, end: np.ndarray,
 def op_above(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     """The innermost operator at or above each row on its thread; for a device activity,
     the op that launched it; -1 where there is none."""
-    from tb_diagnostics.analysis.views.hierarchy import is_op
+    from tb_diagnostics.analysis.views.hierarchy import innermost_op, is_op
 
     m = analysis.model
-    ops = is_op(analysis)
     out = rows.astype(np.int64, copy=True)
     ok = out >= 0
     dev = np.zeros(out.shape[0], dtype=bool)
     dev[ok] = ~m.is_host[out[ok]]
     out[dev] = m.launcher[out[dev]]
-    todo = np.flatnonzero(out >= 0)
-    todo = todo[~ops[out[todo]]]
-    while todo.size:
-        up = m.parent[out[todo]].astype(np.int64)
-        out[todo] = up
-        todo = todo[up >= 0]
-        todo = todo[~ops[out[todo]]]
+    # The row itself when it is an op, else the span's nearest op above it (found once
+    # by pointer jumping): no climb per call, one Python frame at a time.
+    ok = np.flatnonzero(out >= 0)
+    r = out[ok]
+    out[ok] = np.where(is_op(analysis)[r], r, innermost_op(analysis)[r])
     return out

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.views.hierarchy import count_above
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.model import TraceModel
 
@@ -59,16 +60,9 @@ def main_lane(m: TraceModel, host: np.ndarray) -> int | None:
 
 def make_lane(m: TraceModel, rows: np.ndarray, lane_id: int) -> Lane:
     rows = rows.astype(np.int64)
-    depth = np.zeros(rows.shape[0], dtype=np.int64)
-    cur = rows.copy()
-    todo = np.arange(rows.shape[0])
-    # Walk every row's ancestry at once, one level per pass; Python frames do not count.
-    while todo.size:
-        p = m.parent[cur[todo]].astype(np.int64)
-        keep = p >= 0
-        todo, p = todo[keep], p[keep]
-        cur[todo] = p
-        depth[todo] += m.kind[p] != Kind.PYTHON
+    # Each row's ancestors that are not Python frames, by pointer jumping (log depth
+    # passes), not one level per pass: with_stack nests frames hundreds deep.
+    depth = count_above(m.parent, m.kind != Kind.PYTHON)[rows]
     return Lane(rows=rows, depth=depth, start=m.start[rows], end=m.end[rows], lane_id=lane_id)
 
 

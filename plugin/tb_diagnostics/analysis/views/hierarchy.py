@@ -54,6 +54,71 @@ def nearest_marked(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
     return ptr
 
 
+def count_above(parent: np.ndarray, counted: np.ndarray) -> np.ndarray:
+    """For every row, how many of its ancestors (strictly above it) ``counted`` holds on.
+
+    Pointer jumping with a running sum: ``acc`` is the count over the rows from the
+    parent up to (not including) the pointer, and each pass adds the pointer's own count
+    and its ``acc`` before doubling the pointer, so a chain of depth *d* takes log2 *d*
+    passes over the rows still climbing. Returns int64.
+    """
+    nxt = parent.astype(np.int32, copy=True)
+    acc = np.zeros(parent.shape[0], dtype=np.int64)
+    weight = counted.astype(np.int64)
+    todo = row_indices(nxt >= 0)
+    while todo.size:
+        p = nxt[todo]
+        # Right sides read the pass's old values (synchronous jumping).
+        acc[todo] += weight[p] + acc[p]
+        up = nxt[p]
+        nxt[todo] = up
+        todo = todo[up >= 0]
+    return acc
+
+
+@computed
+def op_parent(analysis: SpanAnalysis) -> np.ndarray:
+    """Per op call (``op_rows`` position), the position of the nearest op above it, or -1:
+    the op tree, as short as the op list, whose chains are the op nesting alone (the
+    Python frames and annotations in between are gone)."""
+    ops = analysis.op_rows
+    up = innermost_op(analysis)[ops]
+    at = up >= 0
+    out = np.full(ops.shape[0], NO_ID, dtype=np.int32)
+    out[at] = np.searchsorted(ops, up[at])  # an op above an op is an op: found exactly
+    return out
+
+
+def climb_ops(analysis: SpanAnalysis, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """For each row of ``start`` (-1: none), the nearest row at or above it where the
+    mask ``stop`` holds, or -1 (int32).
+
+    When ``stop`` holds on op calls only, the rows met on the way are the ops above the
+    first op at or above the start: the climb follows :func:`op_parent` by pointer
+    jumping, O(ops · log op depth), where one parent level per pass would take one pass
+    per Python frame too (``with_stack`` nests them hundreds deep). Otherwise every row's
+    chain is climbed (:func:`nearest_marked`).
+    """
+    m = analysis.model
+    start = np.asarray(start)
+    some = start >= 0
+    at = np.maximum(start, 0)
+    out = np.full(start.shape[0], NO_ID, dtype=np.int32)
+    ops = analysis.op_rows
+    if np.count_nonzero(stop[ops]) != np.count_nonzero(stop):
+        near = nearest_marked(m.parent, stop)
+        out[some] = near[at[some]]
+        return out
+    first = np.where(is_op(analysis)[at], at, innermost_op(analysis)[at])
+    some &= first >= 0
+    if not some.any():
+        return out
+    near = nearest_marked(op_parent(analysis), stop[ops])  # in op positions
+    found = near[np.searchsorted(ops, first[some])]
+    out[some] = np.where(found >= 0, ops[np.maximum(found, 0)], NO_ID)
+    return out
+
+
 @computed
 def innermost_op(analysis: SpanAnalysis) -> np.ndarray:
     """For every row, the nearest op strictly above it on its thread, or -1."""

@@ -23,29 +23,21 @@ import numpy as np
 from tb_diagnostics.analysis.cost.collectives import COLLECTIVE_KERNEL, is_collective
 from tb_diagnostics.analysis.cost.model import family_of
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.views.hierarchy import launching_op
+from tb_diagnostics.analysis.views.hierarchy import climb_ops, launching_op, op_parent
 
 
-def climb(parent: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """For each row in ``start``, the nearest row at or above it where ``stop`` holds, or -1."""
-    at = start.astype(np.int32).copy()
-    todo = np.flatnonzero((at >= 0) & ~stop[np.maximum(at, 0)])
-    while todo.size:
-        at[todo] = parent[at[todo]]
-        todo = todo[at[todo] >= 0]
-        todo = todo[~stop[at[todo]]]
-    return at
-
-
-def ancestors(parent: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """A mask of every row strictly above any of ``rows``."""
-    mask = np.zeros(n, dtype=bool)
-    at = np.unique(parent[rows]) if rows.size else rows
+def op_ancestors(up: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """A mask over op positions of every op strictly above any of ``pos`` on the op tree
+    ``up`` (:func:`.hierarchy.op_parent`). Each op joins once: the walk stops where an
+    earlier chain already went, so its work is the number of ancestors, not the depth
+    times the rows."""
+    mask = np.zeros(up.shape[0], dtype=bool)
+    at = np.unique(up[pos]) if pos.size else pos
     at = at[at >= 0]
     while at.size:
         at = at[~mask[at]]
         mask[at] = True
-        at = np.unique(parent[at])
+        at = np.unique(up[at])
         at = at[at >= 0]
     return mask
 
@@ -68,18 +60,21 @@ def bounding_ops(analysis: SpanAnalysis, owner: np.ndarray, counted: np.ndarray,
     known = np.asarray([family_of(s) is not None for s in names] or [False])
     comm = np.asarray([is_collective(s) for s in names] or [False])
     candidate[ops[(known | comm)[code]]] = False
-    candidate &= ~ancestors(m.parent, counted, n)
+    # Only ops can stop the climb below, so only the op tree's ancestors matter here.
+    up = op_parent(analysis)
+    candidate[ops[op_ancestors(up, np.searchsorted(ops, counted))]] = False
     # A collective op stops the climb too: the work under it is communication.
     collective = np.zeros(n, dtype=bool)
     collective[ops[comm[code]]] = True
     kernel_ids = np.asarray([i for i, s in enumerate(m.strings) if COLLECTIVE_KERNEL.search(s)],
                             dtype=np.int32)
     free = free[~np.isin(m.name[m.device_activity_rows[free]], kernel_ids)]
-    at = climb(m.parent, launching_op(analysis)[free], candidate | collective)
+    at = climb_ops(analysis, launching_op(analysis)[free], candidate | collective)
     at[(at >= 0) & collective[np.maximum(at, 0)]] = -1
     chosen = np.unique(at[at >= 0])
     if chosen.size:
-        inner_of_another = ancestors(m.parent, chosen, n)
+        inner_of_another = np.zeros(n, dtype=bool)
+        inner_of_another[ops[op_ancestors(up, np.searchsorted(ops, chosen))]] = True
         at[(at >= 0) & inner_of_another[np.maximum(at, 0)]] = -1
     out[free] = at
     return out

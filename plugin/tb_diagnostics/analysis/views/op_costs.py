@@ -28,9 +28,13 @@ from tb_diagnostics.analysis.cost.formula import OpCost
 from tb_diagnostics.analysis.cost.model import NO_SHAPES, family_of, op_cost
 from tb_diagnostics.analysis.cost.shapes import ITEMSIZE, OpArgs
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.analysis.views.hierarchy import launching_op
+from tb_diagnostics.analysis.views.hierarchy import (
+    climb_ops,
+    launching_op,
+    nearest_marked,
+    op_parent,
+)
 from tb_diagnostics.analysis.views.lower_bounds import bounding_ops
-from tb_diagnostics.analysis.views.lower_bounds import climb as _climb
 from tb_diagnostics.trace.model import NO_ID
 
 #: The kinds of the nesting rule: products are one kind, each other family its own.
@@ -123,22 +127,23 @@ def op_costs(analysis: SpanAnalysis) -> OpCosts:
                                                                   else f) for f in fam],
                            dtype=np.int8)
     row_kind = leaf_kind[code] if ops.size else np.zeros(0, dtype=np.int8)
-    known = ops[row_kind > 0]
-    known_kind = row_kind[row_kind > 0]
     shapes_recorded = bool((m.input_dims[ops] >= 0).any()) if ops.size else False
     n = len(m)
 
-    # A known op with a known op of its kind inside it is not counted.
-    inside = np.zeros(n, dtype=bool)
+    # A known op with a known op of its kind inside it is not counted: each known op
+    # marks the nearest op of its kind above it, found on the op tree (op positions) by
+    # pointer jumping, log(op depth) passes however deep the Python frames between are.
+    up = op_parent(analysis)
+    inside = np.zeros(ops.shape[0], dtype=bool)
     for kind in range(1, len(_KINDS) + 1):
-        rows = known[known_kind == kind]
-        if not rows.size:
+        mask = row_kind == kind
+        if not mask.any():
             continue
-        mask = np.zeros(n, dtype=bool)
-        mask[rows] = True
-        above = _climb(m.parent, m.parent[rows], mask)
+        start = up[mask]
+        start = start[start >= 0]
+        above = nearest_marked(up, mask)[start]
         inside[above[above >= 0]] = True
-    counted = known[~inside[known]]
+    counted = ops[(row_kind > 0) & ~inside]
 
     group, reps = _group_rows(m, counted) if counted.size else (
         np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
@@ -151,7 +156,7 @@ def op_costs(analysis: SpanAnalysis) -> OpCosts:
         return OpCosts(groups=groups, rows=counted, group=group, activity_group=group.copy(),
                        activity_owner=counted.astype(np.int32),
                        shapes_recorded=shapes_recorded)
-    owner = _climb(m.parent, launching_op(analysis), group_of_row >= 0)
+    owner = climb_ops(analysis, launching_op(analysis), group_of_row >= 0)
     if shapes_recorded:
         # Device work no priced op owns: a memory lower bound from the op that launched it.
         bound = bounding_ops(analysis, owner, counted)
