@@ -31,7 +31,8 @@ STEP_KEYS |= {"critical_path"}  # issue 27: what the step's end waits on
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "saves_us", "saves_us_total",
                "per_step", "related", "parts",  # issue 23: related rules, findings' parts
                # issue 25: what moves to other steps; the step the bars draw, named
-               "moves_us", "saving_moves", "shown_step", "shown_before_us", "shown_after_us"}
+               "moves_us", "saving_moves", "shown_step", "shown_before_us", "shown_after_us",
+               "path_segments"}  # issue 27: what it takes off the steps' critical paths
 ROOFLINE_KEYS = {"device", "shapes_recorded", "ops", "ops_total", "modelled_device_us",
                  "unmodelled", "unmodelled_device_us", "notes",
                  "host_link", "communication",  # issue 24: the host link, collectives
