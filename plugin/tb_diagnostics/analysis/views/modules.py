@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.analysis.views.hierarchy import nearest_marked
+from tb_diagnostics.analysis.views.hierarchy import count_above, nearest_marked
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.trace.categories import Kind
 
@@ -112,13 +112,12 @@ def module_tree(analysis: SpanAnalysis) -> ModuleTree:
     pos = np.full(len(m), -1, dtype=np.int64)
     pos[frames] = np.arange(nf)
     parent_frame = np.where(parent_row >= 0, pos[np.maximum(parent_row, 0)], -1)
-    depth = np.zeros(nf, dtype=np.int64)
-    up = parent_frame.copy()
-    live = np.flatnonzero(up >= 0)
-    while live.size:
-        depth[live] += 1
-        up[live] = parent_frame[up[live]]
-        live = live[up[live] >= 0]
+    # Module depth by pointer jumping (log depth passes, not one per level).
+    depth = count_above(parent_frame, np.ones(nf, dtype=bool))
+    # The frames of each level, found once (a stable sort keeps each level in start
+    # order), not by a scan of every frame per level.
+    by_depth = np.argsort(depth, kind="stable")
+    level_end = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 1), side="right")
     # Nodes level by level: (parent node, frame name) pairs, interned.
     frame_node = np.full(nf, -1, dtype=np.int64)
     names = m.name[frames].astype(np.int64)
@@ -127,7 +126,7 @@ def module_tree(analysis: SpanAnalysis) -> ModuleTree:
     node_depth: list[np.ndarray] = []
     count = 0
     for d in range(int(depth.max()) + 1 if nf else 0):
-        at = np.flatnonzero(depth == d)
+        at = by_depth[level_end[d - 1] if d else 0:level_end[d]]
         pnode = frame_node[parent_frame[at]] if d else np.full(at.size, -1)
         key = (pnode + 1) * (len(m.strings) + 1) + names[at]
         uniq, inv = np.unique(key, return_inverse=True)
