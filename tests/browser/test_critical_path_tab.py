@@ -21,11 +21,16 @@ OUTLINE_MIN_PX = 4  # static/app/tlpath.js
 KINDS = ("host", "input", "device", "comm", "latency")
 
 
+#: H100 inference with Python frames (with_stack): path segments named after frames the
+#: timeline never draws are placed on their lane.
+TIMESFORMER = "tracelens_h100_timesformer_inference"
+
+
 @pytest.fixture(scope="module")
 def cp_tb(tmp_path_factory, artifacts):
     if not (SHARED_TRACES / RESNET).is_dir():
         pytest.skip("../shared/traces is not present")
-    logdir = shared_runs_logdir(tmp_path_factory, "critpath", (RESNET,))
+    logdir = shared_runs_logdir(tmp_path_factory, "critpath", (RESNET, TIMESFORMER))
     tb = TensorBoard(logdir, tmp_path_factory.mktemp("critpath-cache"),
                      artifacts / "tensorboard-critpath.log")
     yield tb
@@ -200,3 +205,23 @@ def test_critical_path_in_steps_table_timeline_and_tree(page, cp_tb, artifacts):
     shot(page, frame, "timeline", artifacts / "critpath-timeline-dark.png")
     shot(page, frame, "steps", artifacts / "critpath-steps-dark.png")
     shot(page, frame, "tree", artifacts / "critpath-tree-dark.png")
+
+
+def test_critical_path_of_an_h100_step_with_python_frames(page, cp_tb, artifacts):
+    if not (SHARED_TRACES / TIMESFORMER).is_dir():
+        pytest.skip(f"{TIMESFORMER} is not in ../shared/traces")
+    page.set_viewport_size({"width": 1400, "height": 1600})
+    frame = open_run(page, cp_tb, TIMESFORMER)
+    summary = summary_of(cp_tb, TIMESFORMER)
+    check_step_bars(frame, summary["steps"])
+    step = hash_state(page)["step"]
+    cp = check_highlight(page, frame, cp_tb, TIMESFORMER, step)
+    # Some segments are Python frames' time: drawn on their lane, and said so.
+    tl = frame.locator(".tl")
+    assert int(tl.get_attribute("data-path-cut")) > 0
+    expect(frame.locator(".tl-info .tl-path-info")).to_contain_text("left out their event")
+    check_tree(frame, cp)
+    shot(page, frame, "timeline", artifacts / "critpath-timesformer-light.png")
+    dark(page, frame)
+    check_outlined(frame, cp)
+    shot(page, frame, "timeline", artifacts / "critpath-timesformer-dark.png")

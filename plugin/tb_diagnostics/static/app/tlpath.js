@@ -8,7 +8,9 @@
 //
 // The timeline keeps at most ~5,000 events of a step (the longest): a segment whose event
 // it left out (or a Python frame, never drawn) is drawn on its lane (the JSON's `lane`),
-// one row below the deepest event shown there at its time, where its event would sit.
+// one row below the deepest event shown there at its time: its event's own row wherever
+// the event's parent is shown (70-97 % of such segments on the three shared traces that
+// cut most), else its parent's row, which the timeline left out too.
 
 import { h } from "./dom.js";
 import { cssVar, dur, ownName } from "./format.js";
@@ -132,9 +134,10 @@ export class PathLayer {
     ctx.fillRect(LABEL_W, 0, W - LABEL_W, H);
     ctx.globalAlpha = 1;
     const color = Object.fromEntries(PATH_KINDS.map((k) => [k, cssVar(`--cp-${k}`) || pal.fg]));
-    // Segments narrower than a pixel: per row and pixel column, the kind with the most
-    // path time there is painted (a backlog of 3 µs queueing gaps between long kernels
-    // must not paint the stream in the latency colour).
+    // Per row and pixel column, the kind with the most path time there is painted: a
+    // backlog's 1 µs queueing gaps between kernels must not paint every kernel boundary
+    // in the latency colour. A wider segment counts in the pixels its ends fall in.
+    const usPerPx = (v.t1 - v.t0) / Math.max(W - LABEL_W - 6, 1);
     const pixels = new Map();
     const flush = (key) => {
       const p = pixels.get(key);
@@ -145,6 +148,13 @@ export class PathLayer {
       ctx.fillRect(p.px, p.y, 1, ROW_H - 2);
       pixels.delete(key);
     };
+    const count = (key, px, y, kind, us) => {
+      if (px < LABEL_W || px >= W) return;
+      if (pixels.has(key) && pixels.get(key).px !== px) flush(key);
+      if (!pixels.has(key)) pixels.set(key, { px, y, us: {} });
+      const p = pixels.get(key);
+      p.us[kind] = (p.us[kind] || 0) + us;
+    };
     const inView = [], outlined = [];
     for (const g of segs) {
       const x0 = x(g.start_us), x1 = x(g.start_us + g.dur_us);
@@ -152,20 +162,17 @@ export class PathLayer {
       inView.push(g);
       const key = g.laneIdx * 64 + g.depth;
       const y = lay.top[g.laneIdx] + g.depth * ROW_H;
-      if (x1 - x0 < 1) {
-        const px = Math.max(Math.floor(x0), LABEL_W);
-        if (pixels.get(key)?.px !== px) {
-          flush(key);
-          pixels.set(key, { px, y, us: {} });
-        }
-        const p = pixels.get(key);
-        p.us[g.kind] = (p.us[g.kind] || 0) + g.dur_us;
+      const p0 = Math.floor(x0), p1 = Math.floor(x1);
+      if (p0 === p1) {
+        count(key, p0, y, g.kind, g.dur_us);
         continue;
       }
-      if (pixels.get(key)?.px < Math.floor(x0)) flush(key);
       const left = Math.max(x0, LABEL_W);
       ctx.fillStyle = color[g.kind];
       ctx.fillRect(left, y, Math.min(x1, W) - left, ROW_H - 2);
+      count(key, p0, y, g.kind, (p0 + 1 - x0) * usPerPx);
+      flush(key); // its first pixel: decided now
+      count(key, p1, y, g.kind, (x1 - p1) * usPerPx);
       if (x1 - x0 >= OUTLINE_MIN_PX) outlined.push([g, left, y, Math.min(x1, W) - left]);
     }
     for (const key of [...pixels.keys()]) flush(key);
@@ -173,6 +180,7 @@ export class PathLayer {
     ctx.lineWidth = 1.5;
     ctx.font = "11px sans-serif";
     ctx.textBaseline = "middle";
+    const ink = cssVar("--cp-text") || "#fff";
     for (const [g, left, y, w] of outlined) {
       ctx.setLineDash(g.kind === "latency" ? [3, 2] : []); // waiting, not running
       ctx.strokeRect(left + 0.75, y + 0.75, Math.max(w - 1.5, 1), ROW_H - 3.5);
@@ -181,7 +189,7 @@ export class PathLayer {
         const text = ownName(g.name) || g.name || "";
         const label = text.length <= n ? text : `${text.slice(0, n - 1)}…`;
         if (n > 1 && label) {
-          ctx.fillStyle = "#fff";
+          ctx.fillStyle = ink;
           ctx.fillText(label, left + 3, y + (ROW_H - 2) / 2 + 0.5);
         }
       }
