@@ -4,9 +4,10 @@ What it detects
     For each step, the chain ``ProfilerStep#N → record_function → aten::* →
     aten::mm|bmm|addmm → runtime call → kernel`` in the step's aggregated call
     tree (calls with the same name under the same parent merged) that the step's
-    critical path runs through: the chain whose calls and kernels hold the most of
-    the path's time (``rules.dispatch_chain_path``), which is what the step's end
-    waits on. Where the path touches no chain, the chain that leads to a GEMM
+    critical path runs through: from the step down, at each level the call with the
+    most of the path's time on it and below it (``rules.dispatch_chain_path``), which
+    is what the step's end waits on. Where the path touches no chain, the chain that
+    leads to a GEMM
     (``mm``, ``bmm``, ``addmm``, ``matmul``, ``linear``, convolution) with the most
     device time, else the chain with the most device time. Steps with the same
     chain are reported together, with median times.
@@ -35,7 +36,7 @@ from tb_diagnostics.analysis.dispatch import CallNode, chains
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_us, short_name, steps_text
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
-from tb_diagnostics.rules.dispatch_chain_path import chain_path_us
+from tb_diagnostics.rules.dispatch_chain_path import heaviest_path_chain
 
 GEMM = re.compile(r"^aten::(?:mm|bmm|addmm|baddbmm|addbmm|matmul|linear|_?convolution"
                   r"|cudnn_convolution|conv\dd)$")
@@ -60,16 +61,12 @@ def best_chain(root: CallNode) -> list[CallNode]:
 
 def path_chain(analysis: SpanAnalysis, index: int,
                root: CallNode) -> tuple[list[CallNode], float]:
-    """Window ``index``'s chain on its critical path, with the path time on it (µs); where
-    the path runs through no chain, :func:`best_chain` and 0. Among chains with equal path
-    time, the one with more device time, then more host time."""
-    paths = chains(root)
-    on = chain_path_us(analysis, index, paths)
-    if on and max(on) > 0:
-        i = max(range(len(paths)),
-                key=lambda j: (on[j], paths[j][-1].device_us, sum(n.total_us for n in paths[j])))
-        return paths[i], on[i]
-    return best_chain(root), 0.0
+    """Window ``index``'s chain on its critical path, with the path time on its nodes (µs):
+    from the step down, the child with the most path time on and below it
+    (:func:`~tb_diagnostics.rules.dispatch_chain_path.heaviest_path_chain`); where the
+    path runs through no chain, :func:`best_chain` and 0."""
+    chain, on = heaviest_path_chain(analysis, index, root)
+    return (chain, on) if chain else (best_chain(root), 0.0)
 
 
 def _label(node: CallNode, total: float) -> str:

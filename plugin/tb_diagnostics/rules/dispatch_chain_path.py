@@ -6,7 +6,10 @@ the step's critical path (:mod:`tb_diagnostics.analysis.critpath`) lies on a nod
 event is one of the calls (or activities) merged into it: an op's dispatch, a launch call,
 the launch latency named after it, a kernel. A chain's **path time** is the path time on
 its nodes below the step (the step's own time, outside any call, is every chain's and
-no chain's).
+no chain's). The chain the path runs through is found from the step down: at each level
+the child with the most path time on and below it, so a label whose own time is on the
+path (the main thread waiting inside ``## backward ##``) leads the way, and below it the
+call holding most of the rest.
 
 The nodes of a window's rows are found the way the tree places them: each host call under
 its parent's node where the parent is one of the window's calls (Python frames are not),
@@ -87,12 +90,9 @@ def _row_nodes(analysis: SpanAnalysis, index: int,
     return ids, rows[order], np.concatenate([node, a_node])[order]
 
 
-def chain_path_us(analysis: SpanAnalysis, index: int,
-                  paths: list[list[CallNode]]) -> list[float]:
-    """Per chain of window ``index``'s call tree: the step's critical-path time on its
-    nodes below the step."""
-    if not paths:
-        return []
+def _path_per_node(analysis: SpanAnalysis, index: int,
+                   ) -> tuple[dict[tuple[int, str, str], int], np.ndarray]:
+    """The window's numbered nodes and the critical-path time on each (by number)."""
     cp = critical_paths(analysis)
     sl = cp.step(index)
     ids, rows, nodes = _row_nodes(analysis, index)
@@ -102,6 +102,16 @@ def chain_path_us(analysis: SpanAnalysis, index: int,
     hit[hit] = rows[at[hit]] == seg[hit]
     per_node = np.bincount(nodes[at[hit]], weights=cp.dur[sl][hit],
                            minlength=len(ids) + 1) if rows.size else np.zeros(len(ids) + 1)
+    return ids, per_node
+
+
+def chain_path_us(analysis: SpanAnalysis, index: int,
+                  paths: list[list[CallNode]]) -> list[float]:
+    """Per chain of window ``index``'s call tree: the step's critical-path time on its
+    nodes below the step."""
+    if not paths:
+        return []
+    ids, per_node = _path_per_node(analysis, index)
     out = []
     for chain in paths:
         pid, us = ROOT, 0.0
@@ -113,3 +123,47 @@ def chain_path_us(analysis: SpanAnalysis, index: int,
             us += float(per_node[pid])
         out.append(us)
     return out
+
+
+_DEVICE = ("kernel", "memcpy", "memset")
+
+
+def heaviest_path_chain(analysis: SpanAnalysis, index: int,
+                        root: CallNode) -> tuple[list[CallNode], float]:
+    """The chain the step's critical path runs through most: from the step down, at each
+    level the child (leading to device work) with the most path time on it and below it,
+    ties to the one with more device time, then more host time. Returns the chain and the
+    path time on its nodes; an empty chain where the path is on none of the tree's nodes
+    below the step."""
+    ids, per_node = _path_per_node(analysis, index)
+    below: dict[int, float] = {}
+    leads: dict[int, bool] = {}
+
+    def visit(node: CallNode, nid: int) -> tuple[float, bool]:
+        """Path time on and below ``node``, and whether device work is below it."""
+        total = float(per_node[nid]) if nid > ROOT else 0.0
+        device = node.kind in _DEVICE
+        for c in node.children.values():
+            cid = ids.get((nid, c.kind, c.name), -1)
+            t, d = visit(c, cid) if cid >= 0 else (0.0, _has_device(c))
+            total += t
+            device = device or d
+            below[id(c)], leads[id(c)] = t, d
+        return total, device
+
+    visit(root, ROOT)
+    chain, node, on = [root], root, 0.0
+    nid = ROOT
+    while node.kind not in _DEVICE:
+        kids = [c for c in node.children.values() if leads.get(id(c))]
+        if not kids:
+            return [], 0.0
+        node = max(kids, key=lambda c: (below[id(c)], c.device_us, c.total_us))
+        nid = ids.get((nid, node.kind, node.name), -1)
+        on += float(per_node[nid]) if nid >= 0 else 0.0
+        chain.append(node)
+    return (chain, on) if on > 0 else ([], 0.0)
+
+
+def _has_device(node: CallNode) -> bool:
+    return node.kind in _DEVICE or any(_has_device(c) for c in node.children.values())
