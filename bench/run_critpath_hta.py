@@ -109,8 +109,8 @@ def _hta_worker(trace_dir: str) -> dict[str, Any]:
     out: dict[str, Any] = {"rank": int(rank), "log": logged(), "steps": [],
                            "annotations": len(ann)}
     for pos, (_, ev) in enumerate(ann.iterrows()):
-        if int(ev["stream"]) != -1:
-            continue  # the GPU side's copy of a step
+        if int(ev["stream"]) != -1 or sym_table[int(ev["cat"])] == "gpu_user_annotation":
+            continue  # the GPU side's copy of a step (HTA gives some of them stream -1)
         name = sym_table[int(ev["name"])]
         m = re.search(r"ProfilerStep#(\d+)", name)
         step: dict[str, Any] = {"instance_id": pos, "name": name,
