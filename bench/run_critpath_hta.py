@@ -130,6 +130,11 @@ def _hta_worker(trace_dir: str) -> dict[str, Any]:
                     total = float(edf.duration.sum())
                     by = edf.groupby("bound_by").duration.sum()
                     step["path_us"] = total
+                    # Where HTA's path spends most: its edges' events, summed by name.
+                    top = (edf[edf.duration > 0].groupby(["s_name", "bound_by"]).duration
+                           .sum().sort_values(ascending=False).head(3))
+                    step["top"] = [{"name": str(n), "bound_by": str(b), "us": float(v)}
+                                   for (n, b), v in top.items()]
                     step["shares"] = {str(k): float(v) / total * 100 if total else 0.0
                                       for k, v in by.items()}
         except Exception as exc:  # HTA's failure is the result
@@ -207,7 +212,7 @@ def our_steps(trace: Path) -> dict[int, dict[str, Any]]:
                         "wall_us": st["wall_us"],
                         "host_us": st["host_end_us"] - st["host_start_us"],
                         "shares": {k: cp["by_kind"][k] / total * 100 for k in CLASSES},
-                        "ended_by": cp.get("ended_by")}
+                        "ended_by": cp.get("ended_by"), "by_op": cp.get("by_op", [])}
     return out
 
 
@@ -262,10 +267,11 @@ def _rows(label: str, hta: dict[str, Any], ours: dict[int, dict[str, Any]],
                                "window_us": st["window_us"], "ours_error": ours_error}
         if mine:
             row.update(ours=mine["shares"], wall_us=mine["wall_us"],
-                       ended_by=mine["ended_by"])
+                       ended_by=mine["ended_by"], ours_top=mine["by_op"])
         if "shares" in st:
             hc = hta_classes(st["shares"])
-            row.update(hta=hc, hta_raw=st["shares"], path_us=st["path_us"])
+            row.update(hta=hc, hta_raw=st["shares"], path_us=st["path_us"],
+                       hta_top=st.get("top", []))
             if mine:
                 diff = {k: hc[k] - mine["shares"][k] for k in CLASSES}
                 row.update(diff=diff, max_abs_diff=max(abs(v) for v in diff.values()))
@@ -293,6 +299,20 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"| {mx} |")
 
 
+def print_where(rows: list[dict[str, Any]], min_diff: float = 20.0) -> None:
+    """Where each path spends most, for the steps whose shares differ by ``min_diff`` pp."""
+    far = [r for r in rows if r.get("max_abs_diff", 0.0) >= min_diff]
+    if not far:
+        return
+    print(f"\nWhere the paths spend most (steps differing by {min_diff:.0f} pp or more):\n")
+    for r in far:
+        hta = "; ".join(f"{t['name']} ({t['bound_by']}) {t['us'] / 1e3:.1f} ms"
+                        for t in r.get("hta_top", []))
+        ours = "; ".join(f"{t['op']} ({t['kind']}) {t['us'] / 1e3:.1f} ms"
+                         for t in r.get("ours_top", []))
+        print(f"- {r['trace']} step {r['step']}: HTA: {hta or '?'} | ours: {ours or '?'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
@@ -314,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ours: {commit[:10]}", file=sys.stderr, flush=True)
         rows = compare(args.traces, args.only, args.timeout, args.json)
     print_table(rows)
+    print_where(rows)
     return 0
 
 
