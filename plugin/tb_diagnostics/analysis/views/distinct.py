@@ -13,22 +13,26 @@ import numpy as np
 
 #: Up to this many possible values a presence table finds the distinct ones in linear time.
 DENSE_LIMIT = 1 << 24
+#: ... when there are no more than this many possible values per value: a table far wider
+#: than the values (a product of two id ranges) costs more to clear and sum than a sort.
+DENSE_PER_VALUE = 16
 
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` for int64 values ≥ -1 (ids, codes): a
-    presence table when their range is small, a sort otherwise."""
+    presence table when their range is small beside their number, a sort otherwise."""
     if not values.size:
         return values[:0], np.zeros(0, dtype=np.int64)
     hi = int(values.max())
-    if int(values.min()) < -1 or hi >= DENSE_LIMIT:
+    if (int(values.min()) < -1 or hi >= DENSE_LIMIT
+            or hi + 2 > DENSE_PER_VALUE * values.shape[0] + 4096):
         u, inv = np.unique(values, return_inverse=True)
         return u, inv.reshape(-1)
     shifted = values + 1
     present = np.zeros(hi + 2, dtype=bool)
     present[shifted] = True
-    code = np.cumsum(present) - 1
-    return np.flatnonzero(present) - 1, code[shifted]
+    code = np.cumsum(present, dtype=np.int32)  # < 2**24: int32 halves the table
+    return np.flatnonzero(present) - 1, code[shifted].astype(np.int64) - 1
 
 
 def pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

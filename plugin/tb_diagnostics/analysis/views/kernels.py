@@ -252,13 +252,16 @@ def _commonest(group: np.ndarray, value: np.ndarray, weight: np.ndarray | None,
         return z - 1, z, z
     pg, pv, inv = pairs(group.astype(np.int64), value.astype(np.int64))
     w = np.bincount(inv, weights=weight, minlength=pg.shape[0])
-    order = np.lexsort((pv, -w, pg))
-    first = np.ones(order.shape[0], dtype=bool)
-    first[1:] = pg[order][1:] != pg[order][:-1]
+    # The pairs come ordered by group, then value: per group's run of pairs, its largest
+    # weight, and the first pair that has it (the smallest value among ties). No sort.
+    starts = np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])
+    top = np.repeat(np.maximum.reduceat(w, starts), np.diff(np.r_[starts, pg.shape[0]]))
+    at_top = np.flatnonzero(w == top)
+    lead = at_top[np.searchsorted(at_top, starts)]
     best = np.full(n, -1, dtype=np.int64)
     best_w = np.zeros(n)
-    best[pg[order][first]] = pv[order][first]
-    best_w[pg[order][first]] = w[order][first]
+    best[pg[starts]] = pv[lead]
+    best_w[pg[starts]] = w[lead]
     return best, best_w, np.bincount(pg, minlength=n)
 
 
@@ -287,7 +290,9 @@ def _groups(analysis: SpanAnalysis, by: str, window: int | None) -> KernelGroups
     group_names, group_ops, inverse = pairs(names, op_names)
     n = group_names.shape[0]
     dur = m.dur[rows]
-    order = np.lexsort((rows, inverse))  # by group, then in time order
+    # By group, then in time order: the kernels are in time order already, so a stable
+    # sort of the group ids alone (one key, not lexsort's two).
+    order = np.argsort(inverse, kind="stable")
     starts = np.searchsorted(inverse[order], np.arange(n + 1))
     sorted_dur = dur[order]
     lo = np.minimum.reduceat(sorted_dur, starts[:-1]) if n else np.zeros(0)
