@@ -319,3 +319,25 @@ def test_a_span_of_many_steps_gives_the_tab_each_path_by_kind_only():
         assert cp["by_kind"] == path["by_kind"] and cp["total_us"] == 100.0
         assert cp["segments"] == [] and cp["by_op"] == [] and cp["segments_omitted"] == 1
     assert bound_steps(doc, limit=30)["steps"][0]["critical_path"] is path  # few: as it is
+
+
+def test_every_step_document_at_once_is_each_step_document(tmp_path):
+    """add_critical_path builds all steps' documents in one pass: the same as one at a
+    time, ties (equal segments, equal ops) in the same order."""
+    from tb_diagnostics.report.critical_path import add_critical_path
+
+    b = TraceBuilder(tmp_path)
+    for s in range(3):
+        t0 = 1000.0 * s
+        b.step(s + 1, t0, 1000)
+        for k in range(4 + s):  # equal kernels and equal dispatch: ties everywhere
+            b.op("aten::add" if k % 2 else "aten::mul", t0 + 5 + 100 * k, 10)
+            b.launch("k", t0 + 10 + 100 * k, t0 + 18 + 100 * k, 20)
+    analyses = [b.analysis()]
+    if PAIR.is_dir():
+        analyses += [_pair("before"), _pair("after")]
+    for a in analyses:
+        steps = [{} for _ in a.windows]
+        add_critical_path(steps, a)
+        assert [s["critical_path"] for s in steps] == [
+            critical_path_document(a, k) for k in range(len(steps))]

@@ -107,10 +107,62 @@ def whole_paths(analysis: SpanAnalysis, step: int) -> dict[int, dict[str, Any]]:
             for w in analysis.windows if w.step == step}
 
 
+def _ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
+    """Per group (``group`` ascending), the indices of its ``top`` largest values, largest
+    first, equal values in index order: :func:`critical_path_document`'s order, for every
+    step at once."""
+    order = np.lexsort((np.arange(group.size), -value, group))
+    g = group[order]
+    first = np.ones(g.size, dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(g.size), 0))
+    return order[np.arange(g.size) - start < top]
+
+
 def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
-    """Per step: ``critical_path``, bounded (see :func:`critical_path_document`)."""
-    for k, s in enumerate(steps):
-        s["critical_path"] = critical_path_document(analysis, k)
+    """Per step: ``critical_path``, bounded, as :func:`critical_path_document` gives it;
+    built for all steps at once (a span of 50,000 steps took 7.4 s one step at a time)."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    n_steps = cp.offsets.size - 1
+    counts = np.diff(cp.offsets)
+    step_of = np.repeat(np.arange(n_steps), counts)
+    top = _ranked(step_of, cp.dur, TOP_SEGMENTS)
+    segs = _segments(analysis, top)
+    seg_at = np.concatenate([[0], np.cumsum(np.minimum(counts, TOP_SEGMENTS))]).tolist()
+    # The ops per step: time per (step, op name, kind), the most first.
+    ops = op_above(analysis, cp.row)
+    who = np.where(ops >= 0, ops, cp.row)
+    ok = np.flatnonzero(who >= 0)
+    n_k = len(KIND_NAMES)
+    span = len(m.strings) * n_k
+    key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
+           + cp.kind[ok].astype(np.int64))
+    uniq, inv = np.unique(key, return_inverse=True)
+    total = np.bincount(inv, weights=cp.dur[ok])
+    count = np.bincount(inv)
+    u_step = uniq // span
+    best = _ranked(u_step, total, TOP_OPS)
+    by_op: list[list[dict[str, Any]]] = [[] for _ in range(n_steps)]
+    for t, k in zip(best.tolist(), u_step[best].tolist(), strict=True):
+        rest = int(uniq[t]) % span
+        by_op[k].append({"op": m.strings[rest // n_k], "kind": KIND_NAMES[rest % n_k],
+                         "us": _us(total[t]), "segments": int(count[t])})
+    by_kind = cp.by_kind.tolist()
+    totals = cp.by_kind.sum(axis=1).tolist()
+    for k, s in enumerate(steps[:n_steps]):
+        n = int(counts[k])
+        shown = seg_at[k + 1] - seg_at[k]
+        s["critical_path"] = {
+            "whole_path": False,
+            "total_us": _us(totals[k]),
+            "by_kind": {name: _us(v) for name, v in zip(KIND_NAMES, by_kind[k], strict=True)},
+            "ended_by": cp.ended_by[k],
+            "segments": segs[seg_at[k]:seg_at[k + 1]],
+            "segments_total": n,
+            "segments_omitted": n - shown,
+            "by_op": by_op[k],
+        }
 
 
 def _pct(part: float, whole: float) -> str:
