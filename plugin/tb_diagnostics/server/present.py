@@ -22,6 +22,7 @@ from tb_diagnostics.report.critical_path import ROUTE_SEGMENTS, critical_path_do
 from tb_diagnostics.report.document import span_document
 from tb_diagnostics.report.text import headline
 from tb_diagnostics.server.loader import Progress
+from tb_diagnostics.server.path_threads import add_threads
 from tb_diagnostics.server.tree import heaviest_path, path_to_row, present_tree
 
 
@@ -97,6 +98,8 @@ def step_detail(analysis: SpanAnalysis, index: int,
     w = analysis.windows[index]
     tree = present_tree(analysis.call_tree(index).to_dict())
     highlight = list(highlight)
+    path = critical_path_document(analysis, index, ROUTE_SEGMENTS, in_time_order=True)
+    add_threads(analysis, path)  # for the tree's "path" badges, thread by thread
     return {
         "step": w.step,
         "index": index,
@@ -107,6 +110,5 @@ def step_detail(analysis: SpanAnalysis, index: int,
         "highlight_path": path_to_row(analysis.model, w, tree, highlight[0]) if highlight else [],
         "timeline": step_timeline(analysis, index, highlight),
         # The step's whole critical path, every segment in time order (issue 27).
-        "critical_path": critical_path_document(analysis, index, ROUTE_SEGMENTS,
-                                                in_time_order=True),
+        "critical_path": path,
     }

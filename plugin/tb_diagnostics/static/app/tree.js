@@ -28,7 +28,7 @@ export class TreeView {
 
   /** `path`: the step route's critical_path (undefined keeps the one before). */
   setData(tree, openPath, path) {
-    if (path !== undefined) this.path = pathOps(path);
+    if (path !== undefined) this.pathDoc = path;
     this.tree = tree;
     this.byId.clear();
     this.parentOf.clear();
@@ -38,6 +38,8 @@ export class TreeView {
       (n.children || []).forEach((c) => index(c, n));
     };
     index(tree, null);
+    const threads = [...this.byId.values()].filter((n) => n.kind === "thread").map((n) => n.name);
+    this.path = pathOps(this.pathDoc, new Set(threads));
     this.expanded = new Set(openPath.slice(0, -1));
     this.focusId = openPath[openPath.length - 1] ?? tree.id;
     this.render();
