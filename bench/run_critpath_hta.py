@@ -63,10 +63,13 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "comm": ("gpu_communication_bound",),
     "latency": ("gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead"),
 }
-#: What we count as the DataLoader (``trace/categories.py``'s INPUT_NAME), given to HTA
-#: as its ``data_load_events`` so that both name the same host time ``input``.
-DATA_LOAD_EVENTS = [r"^enumerate\(DataLoader\)",
-                    r"torch/utils/data/dataloader\.py\(\d+\): (?:__next__|_next_data)$"]
+#: What we count as the DataLoader (``trace/categories.py``'s INPUT_NAME: the
+#: ``enumerate(DataLoader)`` label and ``torch/utils/data/dataloader.py`` frames), given to
+#: HTA as its ``data_load_events`` so that both name the same host time ``input``. Plain
+#: substrings: HTA ``re.escape``s the patterns when it picks the events for its graph
+#: (``TraceSymbolTable.find_matches``) but ``re.search``es them unescaped in ``bound_by``,
+#: so only a pattern that means the same both ways works.
+DATA_LOAD_EVENTS = ["DataLoader", "dataloader.py"]
 
 
 # ---------------------------------------------------------------- the HTA side (its venv)
