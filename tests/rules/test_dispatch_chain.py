@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from tb_diagnostics.rules.dispatch_chain import RULE
 
 
@@ -82,3 +85,29 @@ def _per_chain(a, paths):
     from tb_diagnostics.rules.dispatch_chain_path import chain_path_us
 
     return chain_path_us(a, 0, paths)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("run", ["hta_2022_v100_rank1_of2",
+                                 "kineto_resnet50_v100_dataloader_workers4"])
+def test_the_rows_nodes_are_the_call_trees(shared, run):
+    """On real traces with autograd and other threads: every node of each step's call tree
+    has its number, no number is outside the tree, and each node holds exactly the calls
+    (or activities) the tree merged into it."""
+    from tb_diagnostics.rules.dispatch_chain_path import ROOT, _row_nodes
+
+    a = shared(run)
+    for k in range(len(a.windows)):
+        ids, _, nodes = _row_nodes(a, k)
+        count = np.bincount(nodes, minlength=len(ids) + 1)
+        seen = set()
+        todo = [(a.call_tree(k), ROOT)]
+        while todo:
+            node, nid = todo.pop()
+            for c in node.children.values():
+                cid = ids[(nid, c.kind, c.name)]
+                seen.add(cid)
+                if c.kind != "thread":  # a thread's node groups calls, it has none
+                    assert count[cid] == c.count, (k, c.name)
+                todo.append((c, cid))
+        assert seen == set(ids.values())
