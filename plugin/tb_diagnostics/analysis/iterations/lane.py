@@ -62,7 +62,7 @@ def make_lane(m: TraceModel, rows: np.ndarray, lane_id: int) -> Lane:
     rows = rows.astype(np.int64)
     # Each row's ancestors that are not Python frames, by pointer jumping (log depth
     # passes), not one level per pass: with_stack nests frames hundreds deep.
-    depth = count_above(m.parent, m.kind != Kind.PYTHON)[rows]
+    depth = count_above(m.parent, m.kind != Kind.PYTHON)[rows].astype(np.int64)
     return Lane(rows=rows, depth=depth, start=m.start[rows], end=m.end[rows], lane_id=lane_id)
 
 

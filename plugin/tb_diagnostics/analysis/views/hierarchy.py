@@ -60,16 +60,15 @@ def count_above(parent: np.ndarray, counted: np.ndarray) -> np.ndarray:
     Pointer jumping with a running sum: ``acc`` is the count over the rows from the
     parent up to (not including) the pointer, and each pass adds the pointer's own count
     and its ``acc`` before doubling the pointer, so a chain of depth *d* takes log2 *d*
-    passes over the rows still climbing. Returns int64.
+    passes over the rows still climbing. Returns int32, as the model's row links are.
     """
     nxt = parent.astype(np.int32, copy=True)
-    acc = np.zeros(parent.shape[0], dtype=np.int64)
-    weight = counted.astype(np.int64)
+    acc = np.zeros(parent.shape[0], dtype=np.int32)
     todo = row_indices(nxt >= 0)
     while todo.size:
         p = nxt[todo]
         # Right sides read the pass's old values (synchronous jumping).
-        acc[todo] += weight[p] + acc[p]
+        acc[todo] += counted[p] + acc[p]
         up = nxt[p]
         nxt[todo] = up
         todo = todo[up >= 0]
