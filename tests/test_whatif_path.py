@@ -14,6 +14,8 @@ from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.engine import open_analysis
 from tb_diagnostics.logdir import scan_logdir
 from tb_diagnostics.report.document import span_document
+from tb_diagnostics.report.html import render_html
+from tb_diagnostics.report.text import render_text
 from tb_diagnostics.report.whatif import path_line, whatif_lines
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -58,6 +60,11 @@ def test_the_input_card_shortens_the_dataloader_segments(tmp_path):
     lines = whatif_lines(doc)
     assert lines[lines.index(next(x for x in lines if x.startswith("input:"))) + 1] == \
         f"  {line}"
+    report = {"logdir": "log", "notes": [], "runs": [{"run": "run", "workers": [
+        {"worker": "w", "spans": [doc]}]}]}
+    assert f"        {line}" in render_text(report).splitlines()
+    assert "on the critical path: shortens its DataLoader time by 400 µs per step" in \
+        render_html(report)
 
 
 def test_a_change_of_work_the_step_does_not_wait_on_shortens_nothing(tmp_path):
