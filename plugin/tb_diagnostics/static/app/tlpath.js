@@ -209,7 +209,9 @@ export class PathLayer {
       ctx.lineWidth = width;
       ctx.strokeRect(x0 - 1, y - 1, Math.max(x(ev.start_us[i] + ev.dur_us[i]) - x0, 2) + 2, ROW_H);
     };
-    // The dimming covers the hover and the selection: outline them again.
+    // The dimming covers a finding's evidence, the hover and the selection: outline them
+    // again, in the highlight colour (the path's own outlines are in the text colour).
+    for (const i of v.highlight || []) mark(i, 3);
     mark(v.selected, 2);
     if (v.hover !== v.selected) mark(v.hover, 1);
   }
