@@ -206,6 +206,16 @@ def test_critical_path_in_steps_table_timeline_and_tree(page, cp_tb, artifacts):
     shot(page, frame, "steps", artifacts / "critpath-steps-dark.png")
     shot(page, frame, "tree", artifacts / "critpath-tree-dark.png")
 
+    # The whole span has no one step's path: none drawn there, back with the step view.
+    mode = frame.locator("#timeline select[aria-label='timeline of']")
+    mode.select_option("span")
+    expect(tl).to_have_attribute("data-span-state", "ready", timeout=READY)
+    expect(tl).to_have_attribute("data-path-outlined", "0")
+    expect(frame.locator(".tl-info .tl-path-info")).to_have_count(0)
+    mode.select_option("step")
+    expect(tl).not_to_have_attribute("data-path-outlined", "0")
+    check_outlined(frame, cp2)
+
 
 def test_critical_path_of_an_h100_step_with_python_frames(page, cp_tb, artifacts):
     if not (SHARED_TRACES / TIMESFORMER).is_dir():
