@@ -341,3 +341,25 @@ def test_every_step_document_at_once_is_each_step_document(tmp_path):
         add_critical_path(steps, a)
         assert [s["critical_path"] for s in steps] == [
             critical_path_document(a, k) for k in range(len(steps))]
+
+
+def test_the_critical_path_frame_has_one_row_per_segment(tmp_path):
+    pytest.importorskip("pandas")
+    import tb_diagnostics
+
+    _two_steps(tmp_path)
+    report = tb_diagnostics.analyze(tmp_path / "logs", cache=False)
+    df = report.critical_path_frame()
+    steps = report.steps()
+    assert list(df.columns[:5]) == ["run", "worker", "span", "file", "step"]
+    assert len(df) == sum(s["critical_path"]["segments_total"] for s in steps)
+    for s in steps:
+        rows = df[df["step"] == s["step"]]
+        assert rows["dur_us"].sum() == pytest.approx(s["wall_us"], abs=0.01)
+        assert list(rows["start_us"]) == sorted(rows["start_us"])  # in time order
+        by_kind = rows.groupby("kind")["dur_us"].sum().to_dict()
+        assert by_kind == pytest.approx({k: v for k, v in s["critical_path"]["by_kind"].items()
+                                         if v > 0}, abs=0.01)
+        assert s["path_host_us"] == s["critical_path"]["by_kind"]["host"]  # steps(), flat
+    one = report.critical_path_frame(step=2)
+    assert set(one["step"]) == {2} and len(one) == (df["step"] == 2).sum()

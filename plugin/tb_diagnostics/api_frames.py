@@ -67,7 +67,9 @@ class ReportFrames:
         ``flop_utilisation``…), with the idle causes flattened (``input_us``, ``sync_us``,
         ``launch_us``, ``other_us``, ``profiler_us``, ``compile_us``, ``module_load_us``…).
         Where an idle key is also a step key (``comm_us``, the step's
-        communication time), the idle one is prefixed: ``idle_comm_us``.
+        communication time), the idle one is prefixed: ``idle_comm_us``. The critical
+        path's split is flattened too: ``path_host_us``, ``path_input_us``,
+        ``path_device_us``, ``path_comm_us``, ``path_latency_us``.
         """
         out = []
         for run, worker, span in self._spans():
@@ -78,6 +80,9 @@ class ReportFrames:
                 row.update((k, v) for k, v in st.items() if k != "idle")
                 for k, v in (st.get("idle") or {}).items():
                     row[f"idle_{k}" if k in st else k] = v
+                # The critical path's split, flattened: path_host_us, path_device_us…
+                for k, v in ((st.get("critical_path") or {}).get("by_kind") or {}).items():
+                    row[f"path_{k}_us"] = v
                 row["flags"] = list(st.get("flags") or [])
                 out.append(row)
         return out
@@ -141,6 +146,21 @@ class ReportFrames:
         curves and per-step figures are in ``tb-diagnostics memory --format json``."""
         extra = None if device is None else {"device": device}
         return self._view_frame("memory", step, group, sort, limit, extra)
+
+    def critical_path_frame(self, *, step: int | None = None) -> pd.DataFrame:
+        """Every step's critical path (``step``: step N's only), one row per segment in
+        step and time order: ``run``, ``worker``, ``span``, ``file``, ``step``, ``kind``
+        (host, input, device, comm, latency), ``name`` (the event), ``op`` (the operator
+        it belongs to), ``start_us``, ``dur_us``, ``row``. The report document holds each
+        step's longest segments; this reads each span's analysis again (from the cache
+        when it is on) for all of them."""
+        from tb_diagnostics.report.critical_path_records import (
+            CRITICAL_PATH_COLUMNS,
+            critical_path_records,
+        )
+
+        records = critical_path_records(self.logdir, self.thresholds, self.cache, step)
+        return self._frame(records, CRITICAL_PATH_COLUMNS)
 
     def _view_frame(self, name: str, step: str | int | None, group: str | None,
                     sort: str | None, limit: int, extra: dict[str, str] | None) -> pd.DataFrame:
