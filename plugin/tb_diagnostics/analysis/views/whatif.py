@@ -221,7 +221,8 @@ class Card:
 _COMPILE_RULES = ("tiny-kernels", "high-call-count", "memory-bound-chain", "dispatch-chain")
 
 CARDS: list[Card] = [
-    Card("input", "The training thread no longer waits for the DataLoader.",
+    Card("input", "Worker processes load the batches: the training thread waits only for "
+         "each batch's hand-off.",
          ("dataloader-bottleneck",), (), ("gpu-idle-gap",), input_change, ASSUMES["input"]),
     Card("syncs", "The host no longer blocks in syncs (item(), synchronize(), pageable copies).",
          (), ("host-sync", "pageable-memcpy"), (), _user_syncs,
