@@ -127,6 +127,26 @@ def test_a_host_waiting_in_a_collective_on_its_own_thread_or_another(tmp_path):
                                       ("host", "ProfilerStep#1", 990.0, 10.0)]
 
 
+def test_a_burst_on_another_thread_follows_the_main_thread(tmp_path):
+    """The autograd engine's thread starts a burst 40 µs after the main thread's last
+    launch (as the replay has it): the path runs from its kernel back through that
+    thread's call to the main thread's time before it."""
+    b = TraceBuilder(tmp_path)
+    b.step(1, 0, 150)
+    b.op("aten::mm", 5, 10)
+    b.launch("k1", 10, 18, 10)
+    name = "autograd::engine::evaluate_function: MmBackward0"
+    b.op(name, 50, 40, tid=200)
+    b.op("aten::mm", 57, 28, tid=200)
+    corr = b.runtime("cudaLaunchKernel", 60, 5, tid=200)
+    b.kernel("k2", 68, 200, corr)
+    a = b.analysis()
+    assert segments(a) == [("host", "ProfilerStep#1", 0.0, 5.0), ("host", "aten::mm", 5.0, 5.0),
+                           ("host", "ProfilerStep#1", 10.0, 40.0), ("host", name, 50.0, 10.0),
+                           ("latency", "cudaLaunchKernel", 60.0, 8.0),
+                           ("device", "k2", 68.0, 200.0)]
+
+
 def test_a_host_ended_step_before_its_device_work_ends_is_host_time(tmp_path):
     """Two steps; step 1's kernel ends before step 2 starts on the host: the host ends
     step 1, and the kernel is not on its path (shortening it saves nothing)."""
