@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run_critpath_hta.py [--traces DIR] [--only RUN ...]
                                                [--timeout S] [--json FILE] [--ours-at REV]
+    .venv/bin/python bench/run_critpath_hta.py --from-json FILE   # a saved run's tables
 
 HTA (``traceinsight`` 0.6.1) is never a dependency of ours: the script makes its own venv
 once, ``bench/.venv-hta`` (git-ignored), and runs HTA there, in a child process per trace
@@ -141,7 +142,7 @@ def _hta_worker(trace_dir: str) -> dict[str, Any]:
                     step["shares"] = {str(k): float(v) / total * 100 if total else 0.0
                                       for k, v in by.items()}
         except Exception as exc:  # HTA's failure is the result
-            step["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            step["error"] = _failure(exc)
         step["log"] = [ln for ln in logged() if ln.startswith("ERROR")][:3]
         out["steps"].append(step)
     if not out["steps"]:
@@ -157,6 +158,17 @@ def _hta_worker(trace_dir: str) -> dict[str, Any]:
             f" ({errors[0]})" if errors else "")
     out["pandas"] = pd.__version__
     return out
+
+
+def _failure(exc: Exception) -> str:
+    """The exception as it reads; a bare ``assert`` names its line instead."""
+    import traceback
+
+    msg = str(exc).splitlines()[0][:300] if str(exc) else ""
+    if not msg:
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        msg = f"({Path(last.filename).name}:{last.lineno}: {last.line})"
+    return f"{type(exc).__name__}: {msg}"
 
 
 # ---------------------------------------------------------------- our side
@@ -302,6 +314,34 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"| {mx} |")
 
 
+def print_summary(rows: list[dict[str, Any]]) -> None:
+    """One line per trace file: how many steps HTA did, the mean shares of those on both
+    sides, and the largest difference of a step."""
+    print("| trace | steps: HTA path / asked | HTA mean (% of its path) | HTA path / wall "
+          "| ours mean (% of wall) | max |Δ| of a step (pp) |")
+    print("|---|---|---|---|---|---|")
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["trace"], []).append(r)
+    for trace, rs in by.items():
+        ok = [r for r in rs if "hta" in r and "ours" in r]
+        asked = sum(1 for r in rs if r["step"] is not None)
+        if not ok:
+            errs = sorted({re.sub(r"\d+", "N", r.get("hta_error", "")) for r in rs})
+            print(f"| {trace} | 0 / {asked} | {'; '.join(errs)} | — | — | — |")
+            continue
+
+        def mean(side: str, rs: list[dict[str, Any]] = ok) -> dict[str, float]:
+            return {k: sum(r[side][k] for r in rs) / len(rs) for k in CLASSES}
+
+        cover = [r["path_us"] / r["wall_us"] for r in ok]
+        fails = sorted({r["hta_error"] for r in rs if "hta_error" in r})
+        note = f" (others: {'; '.join(fails)})" if fails else ""
+        print(f"| {trace} | {len(ok)} / {asked}{note} | {fmt(mean('hta'))} "
+              f"| {min(cover):.2f}–{max(cover):.2f} | {fmt(mean('ours'))} "
+              f"| {max(r['max_abs_diff'] for r in ok):.0f} |")
+
+
 def print_where(rows: list[dict[str, Any]], min_diff: float = 20.0) -> None:
     """Where each path spends most, for the steps whose shares differ by ``min_diff`` pp."""
     far = [r for r in rows if r.get("max_abs_diff", 0.0) >= min_diff]
@@ -323,11 +363,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per trace file")
     ap.add_argument("--json", type=Path, help="write the rows here too, file by file")
     ap.add_argument("--ours-at", default="HEAD", help="our package as committed at this rev")
+    ap.add_argument("--from-json", type=Path, help="print the tables of a saved run")
     ap.add_argument("--hta-worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.hta_worker:
         # HTA prints as it goes; the answer is the last line.
         print(json.dumps(_hta_worker(args.hta_worker)))
+        return 0
+    if args.from_json:
+        rows = json.loads(args.from_json.read_text())
+        print_table(rows)
+        print()
+        print_summary(rows)
+        print_where(rows)
         return 0
     if not args.traces.is_dir():
         print(f"no traces at {args.traces}", file=sys.stderr)
@@ -337,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ours: {commit[:10]}", file=sys.stderr, flush=True)
         rows = compare(args.traces, args.only, args.timeout, args.json)
     print_table(rows)
+    print()
+    print_summary(rows)
     print_where(rows)
     return 0
 
