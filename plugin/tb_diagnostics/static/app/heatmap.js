@@ -19,8 +19,10 @@ const METRICS = {
 };
 
 export class RanksView {
-  constructor({ onOpen }) {
+  /** `onFindings(list)`: the run's run-level findings, also listed in the Findings card. */
+  constructor({ onOpen, onFindings }) {
     this.onOpen = onOpen;
+    this.onFindings = onFindings;
     this.metric = "wall";
     this.select = h("select", { "aria-label": "heat map metric", onchange: () => { this.metric = this.select.value; this.draw(); } },
       Object.entries(METRICS).map(([k, m]) => h("option", { value: k }, m.label)));
@@ -48,6 +50,7 @@ export class RanksView {
   setData(res) {
     const ranks = res?.ranks || [];
     this.ranks = ranks;
+    this.onFindings?.(ranks.length < 2 ? [] : res.findings || []);
     this.el.hidden = ranks.length < 2;
     if (this.el.hidden) return;
     this.steps = [...new Set(ranks.flatMap((r) => r.steps.map((c) => c.step)))].sort((a, b) => a - b);

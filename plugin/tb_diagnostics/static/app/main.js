@@ -5,14 +5,14 @@
 import { getJSON, isAbort } from "./api.js";
 import { CompareView } from "./compare.js";
 import { card, fill, h, shownName } from "./dom.js";
-import { FindingsView, findingKey } from "./findings.js";
+import { FindingsView } from "./findings.js";
 import { RanksView } from "./heatmap.js";
 import { VERDICT_HELP, bytes, stepLabel, verdictColor } from "./format.js";
 import { listenForReload } from "./ipc.js";
 import { Picker } from "./picker.js";
 import { KEYS, onStateChange, readState, writeState } from "./state.js";
 import { RooflineView } from "./roofline.js";
-import { emptyState, loadingState, problemState, spanErrorState } from "./states.js";
+import { emptyState, loadingState, problemState, showMissingRun, spanErrorState } from "./states.js";
 import { StepChart, legend } from "./stepchart.js";
 import { StepTable } from "./steptable.js";
 import { watchTheme } from "./theme.js";
@@ -50,10 +50,10 @@ export class App {
     this.table = new StepTable(tableEl, { onSelect: (i) => this.selectStep(i) });
 
     const findings = card("Findings", { id: "findings" });
-    this.findingsCount = findings.head.querySelector(".card-tools");
+    // Run-level findings (distributed runs) come with the ranks (/run) and open a rank's step.
     this.findings = new FindingsView(findings.body, {
-      onEvidence: (f, e) => this.showEvidence(f, e),
-      onToggle: (key) => this.setState({ finding: key }),
+      onEvidence: (f, e) => this.showEvidence(f, e), onCell: (c) => this.ranks.openCell(c),
+      onToggle: (key) => this.setState({ finding: key }), countEl: findings.head.querySelector(".card-tools"),
     });
 
     // Each change the backend can replay: the median step before and after; a rule opens its finding.
@@ -90,7 +90,7 @@ export class App {
     this.grid = h("div", { class: "grid" }, steps.el, findings.el, whatif.el, roof.el, ...this.views.map((v) => v.el), tree.el, tl.el);
     this.bodies = { tree: tree.body, timeline: tlEl };
     // Distributed runs: the ranks × steps heat map; a cell opens that rank's step.
-    this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell) });
+    this.ranks = new RanksView({ onOpen: (rank, cell) => this.openRankStep(rank, cell), onFindings: (list) => this.findings.setRun(list) });
     // Two runs side by side: the selected one against a baseline picked here.
     this.compare = new CompareView({ onPick: (run) => { this.setState({ compare: run }); this.loadCompare(); } });
     this.root.replaceChildren(
@@ -119,6 +119,7 @@ export class App {
       return;
     }
     const sel = this.picker.setRuns(this.runs.runs, want);
+    if (sel.missing) return showMissingRun(this, sel); // says so, offers the first
     const sameSpan = this.summary && this.file && sel.file.file === this.file.file;
     this.setState({ run: sel.run, worker: sel.worker, span: sel.span });
     this.file = sel.file;
@@ -158,6 +159,7 @@ export class App {
     }
     this.pickerEl.hidden = false;
     const sel = this.picker.setRuns(runs.runs, this.state);
+    if (sel.missing) return showMissingRun(this, sel);
     const same = this.file && this.file.file === sel.file.file && this.file.mtime === sel.file.mtime &&
       this.file.size === sel.file.size;
     if (!reload || !same) this.pick(sel);
@@ -269,9 +271,7 @@ export class App {
     this.headline.style.setProperty("--verdict", verdictColor(s.verdict));
     this.headline.hidden = false;
     fill(this.main, this.grid);
-    this.findingsCount.textContent = s.findings.length ? `${s.findings.length} · by severity, then savings` : "";
-    const known = s.findings.some((f, i) => findingKey(f, i) === this.state.finding);
-    this.findings.setData(s, known ? this.state.finding : null);
+    this.findings.setData(s, this.state.finding); // it opens the finding only if it has it
     this.whatif.setData(s);
     this.roofline.setData(s);
     tellViews(this.views, "setSpan", s);

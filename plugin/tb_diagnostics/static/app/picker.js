@@ -26,7 +26,10 @@ export class Picker {
     this.runs = [];
   }
 
-  /** Fill the pickers; returns the selection that is valid in ``runs``. */
+  /**
+   * Fill the pickers; returns the selection that is valid in ``runs``, with ``missing``:
+   * the wanted run's name where ``runs`` has no such run (a stale or mistyped link), else null.
+   */
   setRuns(runs, want) {
     this.runs = runs;
     const run = runs.find((r) => r.run === want.run) || runs[0];
@@ -36,7 +39,8 @@ export class Picker {
     this.fill(this.worker, run.workers.map((w) => [w.worker, w.worker]), worker.worker);
     this.fill(this.span, worker.spans.map((s) => [s.span, `${spanLabel(s)}${s.state === "error" ? "  (unreadable)" : ""}`]), span.span);
     this.span.title = shownName(`${span.file} · ${bytes(span.size)}`);
-    return { run: run.run, worker: worker.worker, span: span.span, file: span };
+    const missing = want.run && !runs.some((r) => r.run === want.run) ? want.run : null;
+    return { run: run.run, worker: worker.worker, span: span.span, file: span, missing };
   }
 
   fill(select, options, value) {

@@ -1,6 +1,7 @@
-// Whole-tab states: no traces yet, no usable log dir, an unreadable file, loading.
+// Whole-tab states: no traces yet, no usable log dir, an unreadable file, a run the
+// log dir does not have, loading.
 
-import { h } from "./dom.js";
+import { fill, h } from "./dom.js";
 import { bytes } from "./format.js";
 
 const SNIPPET = `import torch
@@ -61,4 +62,35 @@ export function loadingState(p) {
     h("div", null, `${what}${size}…${took}`),
     h("div", { class: "progress busy", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100, "aria-valuenow": Math.round(frac * 100) },
       h("span", { style: { width: `${Math.max(Math.round(frac * 100), 8)}%` } })));
+}
+
+/**
+ * A run named in the URL that the log dir does not have: say so, list the runs there, and
+ * offer the first; nothing opens by itself (it would look like the run that was asked for).
+ */
+export function missingRunState(name, runs, logdir, onOpen) {
+  const first = runs[0].run;
+  return h("div", { class: "state error", id: "missing-run" },
+    h("h1", null, "Run ", h("code", null, name), " not found in this log dir"),
+    h("p", null, logdir ? ["The log dir ", h("code", null, logdir), " has "] : "The log dir has ",
+      `${runs.length} run${runs.length === 1 ? "" : "s"}; the link may be stale, or the run was moved or deleted.`),
+    h("p", null, h("button", { type: "button", id: "open-first-run", onclick: () => onOpen(first) }, "Open ", h("code", null, first)),
+      " (the first run), or pick one:"),
+    h("ul", { class: "runs-list" }, runs.map((r) => h("li", null,
+      h("button", { type: "button", class: "linkish", onclick: () => onOpen(r.run) }, r.run)))));
+}
+
+/** Show ``missingRunState`` in the tab (``app``: main.js's App), the cards of the run before hidden. */
+export function showMissingRun(app, sel) {
+  const runs = app.runs.runs;
+  app.headline.hidden = true;
+  app.device.textContent = "";
+  app.ranks.setData(null);
+  app.ranksRun = app.compareRun = null;
+  app.compare.el.hidden = true;
+  app.abort("span");
+  app.abort("step");
+  fill(app.main, missingRunState(sel.missing, runs, app.runs.logdir,
+    (run) => app.pick(app.picker.setRuns(runs, { run }))));
+  document.body.dataset.ready = "missing";
 }

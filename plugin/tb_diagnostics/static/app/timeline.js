@@ -38,6 +38,11 @@ export class TimelineView {
     this.highlight = [];
     this.bind();
     this.span = app ? new SpanMode(this, app) : null;
+    // How many of the step's events are drawn, in the header beside the title (not only
+    // the footer): the server keeps the longest 5,000 of a busy step.
+    this.count = h("span", { class: "tl-count muted", id: "timeline-count" });
+    const head = this.root.closest(".card")?.querySelector(".card-head");
+    head?.insertBefore(this.count, head.querySelector(".card-tools"));
     this.path = new PathLayer(this); // the step's critical path, toggled (tlpath.js)
     new ResizeObserver(() => this.draw()).observe(this.scroll);
   }
@@ -192,11 +197,15 @@ export class TimelineView {
     this.selectedRow = i === null || i === undefined ? undefined : tl.events.row[i];
     this.root.dataset.selectedRow = this.selectedRow === undefined ? "" : String(this.selectedRow);
     if (tl.mode === "span") {
+      this.count.textContent = "";
       fill(this.info, this.span.describe(), i !== null && i !== undefined ? h("span", { class: "sel" }, this.label(i)) : null);
       return;
     }
     const parts = [`${tl.shown.toLocaleString()} of ${tl.total.toLocaleString()} events`];
     if (tl.shown < tl.total) parts.push("(the longest kept)");
+    this.count.textContent = tl.shown < tl.total
+      ? `shows ${tl.shown.toLocaleString()} of ${tl.total.toLocaleString()} events (the longest)`
+      : `${tl.total.toLocaleString()} event${tl.total === 1 ? "" : "s"}`;
     const kids = [h("span", null, parts.join(" "))];
     if (i !== null && i !== undefined) kids.push(h("span", { class: "sel" }, this.label(i)));
     const path = this.path.describeLine();

@@ -146,12 +146,16 @@ export class WhatIfView {
         title: own ? "bars share one scale; each figure is this step's own saving, the warm steps' below it"
           : "bars share one scale; each card draws the warm step whose own saving is nearest its per-step saving",
       }, own ? `bars and savings: step ${this.step}` : `savings: ${stepsText(first)} · bars: the step named`));
+    const comm = commNote(summary);
     this.container.replaceChildren(h("ol", { class: "wi-list", "aria-label": "what each change would save" },
-      list.map((p) => this.row(p, scale))));
+      list.map((p) => this.row(p, scale))), ...(comm ? [h("div", { class: "wi-comm muted", id: "whatif-comm" }, comm)] : []));
   }
 
   emptyState(s) {
     const cpu = s.device?.kind === "cpu";
+    const comm = commNote(s);
+    // Where waiting in collectives is what the steps lose, say why that is not replayed.
+    if (comm) return h("div", { class: "none", id: "whatif-empty" }, comm);
     return h("div", { class: "none", id: "whatif-empty" },
       h("strong", null, "Nothing to replay. "),
       s.whatif === undefined
@@ -266,4 +270,32 @@ function partsList(p, findings, onFinding) {
   return h("div", { class: "wi-parts", style: { flexBasis: "100%" } },
     h("span", { class: "muted" }, note),
     h("ul", { style: { margin: "2px 0", paddingLeft: "16px", listStyle: "none" } }, items));
+}
+
+/** The median of `xs` (0 for none). */
+function median(xs) {
+  const v = [...xs].sort((a, b) => a - b);
+  return v.length ? (v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2) : 0;
+}
+
+/**
+ * Why exposed communication is not replayed, where the span's exposed-communication
+ * finding says it is what the steps lose (the rule decides; null otherwise): part of that
+ * time is this rank waiting in the collective for the others, and one rank's trace cannot
+ * replay another's.
+ */
+export function commNote(s) {
+  const f = (s.findings || []).find((x) => x.rule === "exposed-communication");
+  if (!f) return null;
+  const warm = (s.steps || []).filter((x) => !x.cold && x.wall_us > 0);
+  const per = median(warm.map((x) => x.exposed_comm_us || 0));
+  const share = median(warm.map((x) => (x.exposed_comm_us || 0) / x.wall_us));
+  const ranks = s.distributed?.world_size > 1;
+  return [
+    h("strong", null, "Communication is not replayed. "),
+    `${per > 0 ? `${msUnit(per)} of the median warm step (${Math.round(share * 100)}%) is` : "The steps lose time to"} communication not hidden by compute. `,
+    "Part of it is this rank waiting in the collective for the other ranks, and one rank's trace cannot replay another's: ",
+    "how much a change would save depends on when the others arrive. ",
+    ranks ? "The run-level findings (in Findings, and the Ranks × steps card) say which rank holds the others back." : "Profile every rank to see which one holds the others back.",
+  ];
 }
