@@ -81,13 +81,14 @@ class Report(ReportFrames):
         return render_html(self.document, self._dispatch_chains())
 
     def _repr_html_(self) -> str:
-        """The export's report as one HTML fragment (its style scoped to it, no script):
-        a notebook shows the step chart, the step table and the findings inline."""
-        from tb_diagnostics.report.html import render_html
+        """The report as one HTML fragment (its style scoped to it, its colours the
+        notebook's theme, no script): the verdict of each run and the top findings first,
+        each run's chart, step table and findings folded under it."""
+        from tb_diagnostics.report.notebook import render_fragment
 
         # Without the dispatch chains: those need each span analysed again, which a
         # cell's display must not cost (to_html() has them).
-        return render_html(self.document, None, fragment=True)
+        return render_fragment(self.document)
 
     def __str__(self) -> str:
         return self.to_text()

@@ -69,24 +69,29 @@ def palette() -> dict[str, str]:
     return out
 
 
+#: Colours are custom properties with the export's light colours as fallbacks: the export
+#: page defines none, the notebook fragment (report/notebook.py) maps them to the host's
+#: theme. Every rule that sets a text colour sits on a background set here too.
 _CSS_BASE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#202124}
-h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-top:1px solid #ddd;padding-top:16px}
-table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;
-text-align:right;font-variant-numeric:tabular-nums}th{background:#f5f5f5}
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;
+color:var(--tbd-fg,#202124);background:var(--tbd-bg,#fff)}
+h1{font-size:22px}h2{font-size:17px;margin-top:32px;border-top:1px solid var(--tbd-line,#ddd);
+padding-top:16px}table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8px;
+border-bottom:1px solid var(--tbd-rule,#eee);text-align:right;
+font-variant-numeric:tabular-nums}th{background:var(--tbd-head,#f5f5f5)}
 td.l,th.l{text-align:left}.sev{font-weight:600;text-transform:uppercase;font-size:11px;
 padding:1px 5px;border-radius:3px;color:#fff}.critical{background:%(sev-critical)s}
-.warning{background:%(sev-warning)s}.info{background:%(sev-info)s}details{margin:4px 0}
-details details{margin-left:18px}summary{cursor:pointer}code{font-size:12px}
-.note{color:#5f6368}.legend span{margin-right:12px}.sw{display:inline-block;width:10px;
-height:10px;margin-right:4px}.mark{font-size:11px;background:#fce8b2;padding:0 4px;
-border-radius:3px;margin-left:4px}.subject{font-weight:600}
+.warning{background:%(sev-warning)s;color:#202124}.info{background:%(sev-info)s}
+details{margin:4px 0}details details{margin-left:18px}summary{cursor:pointer}code{font-size:12px}
+.note{color:var(--tbd-muted,#5f6368)}.legend span{margin-right:12px}.sw{display:inline-block;
+width:10px;height:10px;margin-right:4px}.mark{font-size:11px;background:#fce8b2;
+color:#202124;padding:0 4px;border-radius:3px;margin-left:4px}.subject{font-weight:600}
+.stepchart text{fill:currentColor}.stepchart line.break{stroke:var(--tbd-bg,#fff)}
 """
 
 
 def _css() -> str:
     return _CSS_BASE % palette()
-
 
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -182,27 +187,31 @@ def _whatif_item(line: str, sub: list[str]) -> str:
     return f"<li>{_e(line)}{inner}</li>"
 
 
-def _run_section(run: dict[str, Any]) -> str:
+def run_section(run: dict[str, Any], max_evidence: int | None = None) -> str:
     """A run's own notes (a run-level rule that raised…) and findings (stragglers,
     imbalance across ranks), as the text and Markdown reports give them."""
     notes = "".join(f'<p class="note">Note: {_e(x)}</p>' for x in run.get("notes") or ())
-    found = "".join(_finding(f, None) for f in run.get("findings") or ())
+    found = "".join(_finding(f, None, max_evidence) for f in run.get("findings") or ())
     return (f'<section class="span run"><h2><code>{_e(run["run"])}</code> · '
             f'{len(run.get("ranks") or [])} ranks</h2>{notes}'
             + (f"<h3>Findings</h3>{found}" if found else "") + "</section>")
 
 
-def _finding(f: dict[str, Any], span: dict[str, Any] | None) -> str:
+def _finding(f: dict[str, Any], span: dict[str, Any] | None,
+             max_evidence: int | None = None) -> str:
     save = saving_text(f, span)
     tail = f" — {save}" if save else ""
-    ev = f.get("evidence") or []
+    every = f.get("evidence") or []
+    ev = every if max_evidence is None else every[:max_evidence]
+    more = (f'<p class="note">… and {len(every) - len(ev)} more events (the HTML export and '
+            'the tab list them all).</p>') if len(ev) < len(every) else ""
     rows = "".join(
         f'<tr><td class="l"><code>{_e(x["name"])}</code></td><td class="l">{_e(x["category"])}'
         f'</td><td>{x["ts"]:.1f}</td><td>{_e(_dur(x["dur"]))}</td><td class="l">'
         f'{_e(x["lane"])}</td><td class="l">{_e(x.get("note") or "")}</td></tr>' for x in ev)
     table = ('<table class="evidence"><tr><th class="l">event</th><th class="l">category</th>'
              '<th>ts µs</th><th>duration</th><th class="l">lane</th><th class="l">note</th></tr>'
-             f"{rows}</table>") if ev else ""
+             f"{rows}</table>{more}") if ev else ""
     confirm = f'<p class="note">Confirm: {_e(f["confirm"])}</p>' if f.get("confirm") else ""
     subject = (f' <span class="subject">· {_e(f["subject"])}</span>' if f.get("subject")
                else "")
@@ -261,10 +270,43 @@ def scoped_css(scope: str) -> str:
     return re.sub(r"([^{}]+)\{", scope_rule, _css().replace("\n", ""))
 
 
+def span_section(run: str, worker: str, span: dict[str, Any],
+                 chain: tuple[Any, dict[str, Any]] | None = None,
+                 max_evidence: int | None = None) -> str:
+    """One span's section: verdict, notes, step chart and table, roofline, what-if, findings
+    (``max_evidence``: at most that many evidence rows each) and its dispatch ``chain``
+    (step number, tree from ``present_tree``) where given."""
+    body = [f'<section class="span"><h2><code>{_e(run)}</code> · <code>{_e(worker)}'
+            f'</code> · span <code>{_e(span["span"])}</code></h2>',
+            f'<p class="note">{_e(_device(span))} — file <code>{_e(span["file"])}'
+            f'</code></p><p class="headline"><b>Verdict:</b> {_e(headline(span))}</p>']
+    body.extend(f'<p class="note">Error: {_e(x)}</p>' for x in span["errors"])
+    body.extend(f'<p class="note">Note: {_e(x)}</p>' for x in span["notes"])
+    if span["steps"]:
+        body.append("<h3>Steps</h3>" + step_chart_svg(span) + _step_table(span))
+    body.append(_roofline(span))
+    projections = whatif_items(span)
+    if projections:
+        body.append("<h3>What if</h3><p class=\"note\">Each change replayed on the span "
+                    "(saving per warm step, walls of the step named); savings do not "
+                    "add up.</p><ul>"
+                    + "".join(_whatif_item(line, sub) for line, sub in projections)
+                    + "</ul>")
+    if span["findings"]:
+        body.append("<h3>Findings</h3>" + "".join(_finding(f, span, max_evidence)
+                                                   for f in span["findings"]))
+    if chain is not None:
+        step, tree = chain
+        body.append(f'<h3>Dispatch chain of step {_e("(all)" if step is None else step)}'
+                    f'</h3>{_tree(tree)}')
+    body.append("</section>")
+    return "\n".join(body)
+
+
 def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]]] | None = None,
-                extra_markdown: str | None = None, *, fragment: bool = False) -> str:
-    """The report document as one HTML page (``fragment``: one ``<div>`` with its own
-    scoped style, for a notebook cell; no script either way).
+                extra_markdown: str | None = None) -> str:
+    """The report document as one self-contained HTML page, no script (the notebook's
+    fragment is report/notebook.py's).
 
     ``chains`` maps a span's ``file`` to (step number, its dispatch tree from
     ``present_tree``); spans without one show no chain.
@@ -275,38 +317,12 @@ def render_html(doc: dict[str, Any], chains: dict[str, tuple[Any, dict[str, Any]
         body.append(f"<p>No PyTorch profiler traces under <code>{_e(doc['logdir'])}</code>.</p>")
     # The log dir's notes (links not followed…), as the text and Markdown reports give them.
     body.extend(f'<p class="note">Note: {_e(x)}</p>' for x in doc.get("notes") or ())
-    for run, worker, span in _spans(doc):
-        body.append(f'<section class="span"><h2><code>{_e(run)}</code> · <code>{_e(worker)}'
-                    f'</code> · span <code>{_e(span["span"])}</code></h2>')
-        body.append(f'<p class="note">{_e(_device(span))} — file <code>{_e(span["file"])}'
-                    f'</code></p><p class="headline"><b>Verdict:</b> {_e(headline(span))}</p>')
-        body.extend(f'<p class="note">Error: {_e(x)}</p>' for x in span["errors"])
-        body.extend(f'<p class="note">Note: {_e(x)}</p>' for x in span["notes"])
-        if span["steps"]:
-            body.append("<h3>Steps</h3>" + step_chart_svg(span) + _step_table(span))
-        body.append(_roofline(span))
-        projections = whatif_items(span)
-        if projections:
-            body.append("<h3>What if</h3><p class=\"note\">Each change replayed on the span "
-                        "(saving per warm step, walls of the step named); savings do not "
-                        "add up.</p><ul>"
-                        + "".join(_whatif_item(line, sub) for line, sub in projections)
-                        + "</ul>")
-        if span["findings"]:
-            body.append("<h3>Findings</h3>" + "".join(_finding(f, span)
-                                                       for f in span["findings"]))
-        if span["file"] in chains:
-            step, tree = chains[span["file"]]
-            body.append(f'<h3>Dispatch chain of step {_e("(all)" if step is None else step)}'
-                        f'</h3>{_tree(tree)}')
-        body.append("</section>")
-    body.extend(_run_section(r) for r in doc["runs"] if r.get("findings") or r.get("notes"))
+    body.extend(span_section(run, worker, span, chains.get(span["file"]))
+                for run, worker, span in _spans(doc))
+    body.extend(run_section(r) for r in doc["runs"] if r.get("findings") or r.get("notes"))
     if extra_markdown:
         body.append(f"<h2>Comparison</h2><pre>{_e(extra_markdown)}</pre>")
     # A file name that is not UTF-8 shows with U+FFFD: the page is valid UTF-8.
-    if fragment:
-        return displayable(f'<div class="tbd-report"><style>{scoped_css(".tbd-report")}'
-                           '</style>' + "\n".join(body) + "</div>\n")
     return displayable('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
                        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
                        '<meta name="viewport" content="width=device-width,initial-scale=1">'
