@@ -7,8 +7,9 @@ steps have it; the earliest step breaks a tie. The time judged is what each
 step's own verdict read (``analysis.span``): its wall without the profiler's own
 time and the one-time costs (compilation inside the window, module loads;
 ``verdict.UNJUDGED``), over the warm steps only (the cold step, ``views.warmth``,
-pays one-time costs and does not decide). So a step that compiles for 1.7 s and
-runs 1 ms of work weighs 1 ms, not 1.7 s: compilation does not decide the span
+pays one-time costs and does not decide, nor does the profiler's empty trailing
+stub). So a step that compiles for 1.7 s and runs 1 ms of work weighs 1 ms, not
+1.7 s: compilation does not decide the span
 any more than it decides the step. ``split`` says how the time judged divides,
 most first (with each verdict's wall time too), so the headline can say it where
 no verdict holds at least :data:`ONE_SIDED_SHARE` of it.
@@ -18,8 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-
-import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.verdict import UNJUDGED
@@ -90,8 +89,8 @@ def span_verdict(analysis: SpanAnalysis) -> SpanVerdict:
     windows = analysis.windows
     if not windows:
         return SpanVerdict(None, (), 0.0, 0.0)
-    cold = step_walls(analysis).cold
-    warm = ~cold if (~cold).any() else np.ones(len(windows), dtype=bool)
+    # The warm steps (every one but the profiler's trailing stub where none is warm).
+    warm = step_walls(analysis).judged
     split = verdict_by_time((w.step, w.verdict, w.wall_us, judged_us(w.wall_us, w.idle))
                             for w, keep in zip(windows, warm.tolist(), strict=True) if keep)
     return SpanVerdict(split[0].verdict, split, float(sum(x.wall_us for x in split)),

@@ -180,7 +180,6 @@ def verdict_paths(analysis: SpanAnalysis) -> list[PathClause]:
     split = span_verdict(analysis).split
     if not split:
         return []
-    cold = step_walls(analysis).cold
-    warm = ~cold if (~cold).any() else np.ones(len(windows), dtype=bool)
+    warm = step_walls(analysis).judged  # the windows span_verdict judged
     return [path_clause(analysis, [k for k, w in enumerate(windows)
                                    if warm[k] and w.verdict == x.verdict]) for x in split]

@@ -98,6 +98,10 @@ def build_windows(analysis: SpanAnalysis) -> list[StepWindow]:
     ops_l = stats["ops"].astype(np.int64).tolist()
     kernels_l = stats["kernels"].astype(np.int64).tolist()
     th = analysis.thresholds
+    from tb_diagnostics.analysis.views.warmth import trailing_stub  # views import span
+
+    # The stub the profiler's last step() opened: a profiler artefact, not a step.
+    stub = trailing_stub(analysis)
     out = []
     for k in range(n):
         idle_k = {c: col[k] for c, col in idle_cols.items()}
@@ -117,6 +121,8 @@ def build_windows(analysis: SpanAnalysis) -> list[StepWindow]:
         flags = ["inferred"] if hs.inferred else []
         if compiling_l[k]:
             flags.append("compiling")
+        if k == stub:
+            flags.append("artefact")
         out.append(StepWindow(
             index=k,
             step=step_l[k],
@@ -152,8 +158,9 @@ def host_limited(analysis: SpanAnalysis) -> HostLimited | None:
     if analysis.cpu_only or len(analysis.host_steps) < 2:
         return None
     bl = launch_backlog(analysis)
-    # The cold step pays one-time costs (views.warmth): never judged by its backlog.
-    host = bl.host_limited & ~step_walls(analysis).cold
+    # The cold step pays one-time costs (views.warmth): never judged by its backlog; nor
+    # is the profiler's trailing stub, which runs nothing.
+    host = bl.host_limited & step_walls(analysis).warm
     if not host.any():
         return None
     inputs = covered(analysis.input_intervals, bl.host_start, bl.host_end)

@@ -57,7 +57,8 @@ def warm_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for span in _spans(run):
         cold = cold_steps(span)
-        out.extend(s for s in span["steps"] if s["step"] not in cold)
+        # Nor the profiler's empty trailing stub (its "stub" field, views.warmth).
+        out.extend(s for s in span["steps"] if s["step"] not in cold and not s.get("stub"))
     return out
 
 
@@ -82,7 +83,8 @@ def run_summary(run: dict[str, Any], logdir: str | None = None) -> dict[str, Any
         "run": run["run"],
         "steps": len(steps),
         "warm_steps": len(warm),
-        "cold_steps": sorted((s["step"] for s in steps if id(s) not in warm_ids),
+        "cold_steps": sorted((s["step"] for s in steps
+                              if id(s) not in warm_ids and not s.get("stub")),
                              key=_step_key),
         "median_warm_wall_us": _median([s["wall_us"] for s in warm]),
         "median_warm_device_busy_us": _median([s["device_busy_us"] for s in warm]),

@@ -14,7 +14,7 @@ from tb_diagnostics.analysis.headline import span_verdict
 from tb_diagnostics.analysis.path_clause import verdict_paths
 from tb_diagnostics.analysis.steps import NO_ITERATIONS
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
-from tb_diagnostics.analysis.views.warmth import step_walls
+from tb_diagnostics.analysis.views.warmth import step_walls, stub_note
 from tb_diagnostics.logdir import LogDir, Run, SpanFile
 from tb_diagnostics.report.critical_path import add_critical_path
 from tb_diagnostics.report.distributed import add_run_analysis
@@ -74,9 +74,12 @@ def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
 
 def _add_cold(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
     """Per step: whether it ran cold, as the analysis decided it (``views.warmth``): the
-    one field the headline, the what-if, the compare and the tab's chart read."""
-    for s, cold in zip(steps, step_walls(analysis).cold.tolist(), strict=True):
+    one field the headline, the what-if, the compare and the tab's chart read; and
+    whether it is the profiler's trailing stub (``stub``: neither warm nor cold)."""
+    sw = step_walls(analysis)
+    for s, cold, stub in zip(steps, sw.cold.tolist(), sw.stub.tolist(), strict=True):
         s["cold"] = bool(cold)
+        s["stub"] = bool(stub)
 
 
 def span_document(f: SpanFile, analysis: SpanAnalysis | None,
@@ -134,6 +137,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     elif analysis.host_steps.inferred:
         doc["notes"].append(analysis.host_steps.note)
     doc["notes"].extend(step_notes)
+    # The empty last step a mid-cycle stop leaves (views.warmth): why it is not judged.
+    doc["notes"].extend(n for n in [stub_note(analysis)] if n)
     if analysis.cpu_only:
         doc["notes"].append(
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "

@@ -62,14 +62,16 @@ def _dur(us: float) -> str:
 
 
 def _warm_and_cold(span: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The span's warm steps and its cold ones (every step is warm when all would be cold)."""
+    """The span's warm steps and its cold ones (every step is warm when all would be cold);
+    the profiler's empty trailing stub (its ``stub`` field) is neither."""
     from tb_diagnostics.report.compare import cold_steps
 
     cold = cold_steps(span)
-    warm = [s for s in span["steps"] if s["step"] not in cold]
+    steps = [s for s in span["steps"] if not s.get("stub")] or span["steps"]
+    warm = [s for s in steps if s["step"] not in cold]
     if not warm:
-        return span["steps"], []
-    return warm, [s for s in span["steps"] if s["step"] in cold]
+        return steps, []
+    return warm, [s for s in steps if s["step"] in cold]
 
 
 def _unit(steps: list[dict[str, Any]]) -> str:

@@ -2,8 +2,9 @@
 
 What it detects
     A first step whose wall time (without the profiler's own device gaps) is at
-    least ``ratio`` × the median of the later steps and ``min_excess_us``
-    longer; the ``record_function`` label in it with the longest dead window
+    least ``ratio`` × the median of the later steps (the profiler's empty
+    trailing stub, opened by its last ``prof.step()``, is none of them) and
+    ``min_excess_us`` longer; the ``record_function`` label in it with the longest dead window
     before its first ``aten::`` op is named as where the time went. Also fires
     when only the dead window is cold: a label of the first step waiting
     ``dead_ratio`` × longer for its first op than the same label in later steps.
@@ -70,10 +71,12 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     label, dead, warm_dead = sw.cold_dead
     m = analysis.model
     w0 = windows[0]
+    # The steps it is measured against: the later ones but the profiler's empty stub.
+    later = [w for w, stub in zip(windows[1:], sw.stub[1:].tolist(), strict=True) if not stub]
     parts = []
     if cold_wall:
         parts.append(f"Step {w0.step} took {fmt_us(first)}, {first / rest:.1f}× the median "
-                     f"{fmt_us(rest)} of {steps_text([w.step for w in windows[1:]])}")
+                     f"{fmt_us(rest)} of {steps_text([w.step for w in later])}")
         if sw.artefact_us[0] > 0:
             parts[-1] += f" (after removing {fmt_us(sw.artefact_us[0])} of profiler gaps)"
     if label >= 0:
@@ -82,9 +85,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         parts.append(f"record_function '{m.name_of(label)}' waited {fmt_us(dead)} for its "
                      f"first op ({m.name_of(int(dw.first_op[i]))}) against a warm median of "
                      f"{fmt_us(warm_dead)}")
-    warm = sw.wall[1:]
+    warm = sw.wall[sw.warm]
     parts.append(f"warm mean step {fmt_us(warm.mean())} "
-                 f"(with the cold step: {fmt_us(sw.wall.mean())})")
+                 f"(with the cold step: {fmt_us(sw.wall[~sw.stub].mean())})")
     ev = [evidence(analysis, w0.row, "the cold step")]
     if label >= 0:
         dw = dead_windows(analysis)
@@ -92,7 +95,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         ev.append(evidence(analysis, label, f"dead window {fmt_us(dead)} before its first op"))
         ev += evidence_rows(analysis, [int(dw.first_op[i])], "the first op it dispatched",
                             limit=1)
-    ev += evidence_rows(analysis, [w.row for w in windows[1:3]], "a warm step", limit=2)
+    ev += evidence_rows(analysis, [w.row for w in later[:2]], "a warm step", limit=2)
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message="; ".join(parts) + ".", steps=[w0.step], evidence=ev, savings_us=None,

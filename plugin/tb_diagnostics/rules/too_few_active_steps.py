@@ -3,7 +3,9 @@
 What it detects
     A span with fewer than ``min_warm_steps`` warm profiled steps: no
     ``ProfilerStep#`` at all, fewer than three steps, or steps of which only the
-    cold first one would remain (see ``cold-start-step``).
+    cold first one would remain (see ``cold-start-step``). The empty stub a
+    profiler stopped mid-cycle opens with its last ``prof.step()`` is no warm
+    step either.
 
 Why it matters
     One step cannot tell a one-time cost from a steady one: a profiler buffer
@@ -52,11 +54,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if warm >= th.min_warm_steps:
         return []
     steps = [w.step for w in windows]
-    if sw.cold.any():
-        count = (f"{len(windows)} profiled step(s) ({steps_text(steps)}), of which the first "
-                 f"is cold: {warm} warm")
-    else:
-        count = f"{len(windows)} profiled step(s) ({steps_text(steps)})"
+    # Which steps are not warm, and why: the cold first one, the profiler's empty stub.
+    why = ["the first is cold"] if sw.cold.any() else []
+    why += [f"step {w.step} is the profiler's empty stub"
+            for w, stub in zip(windows, sw.stub.tolist(), strict=True) if stub]
+    count = f"{len(windows)} profiled step(s) ({steps_text(steps)})"
+    if why:
+        count += f", of which {' and '.join(why)}: {warm} warm"
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,
         message=(f"Only {count}, fewer than {th.min_warm_steps}: a one-off event cannot be "

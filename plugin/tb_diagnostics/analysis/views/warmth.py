@@ -21,6 +21,16 @@ Only the first step can be cold; a span without steps has one window, never cold
 ``StepWalls.cold`` is that decision; the step documents' ``cold`` field, the
 ``cold-start-step`` finding, the rules' warm steps (``rules._util.warm_steps``), the
 headline, the what-if section, the compare and the tab's step chart all read it.
+
+**A trailing stub is no step to judge.** The profiler closes ``ProfilerStep#N`` and
+opens N+1 at each ``prof.step()``; when it is stopped mid-cycle (the ``with`` block ends
+before the schedule's active steps are done) the last ``prof.step()`` has opened a step
+that the loop never ran: a few µs to the profiler's stop, with no op, no user
+``record_function`` and no device work in it (a ``DataLoader`` call ending the loop, a
+sync or Python frames may be). That last window (:func:`trailing_stub`; only the last of
+two or more ``ProfilerStep#`` steps can be one) is neither warm nor cold: it is not the
+median a first step is measured against, never the only real step's reason to be cold,
+and no verdict or figure reads it (``StepWalls.warm``, ``StepWalls.judged``).
 """
 
 from __future__ import annotations
@@ -53,15 +63,28 @@ class StepWalls:
     wall: np.ndarray  # µs, wall minus artefact device gaps
     artefact_us: np.ndarray  # µs removed per window
     cold: np.ndarray  # bool per window: the cold first step (see the module doc)
-    rest_median: float  # median wall of windows 1.. (NaN with fewer than 2)
+    rest_median: float  # median wall of windows 1.. but the stub (NaN with fewer than 2)
     cold_wall: bool  # the first step's wall made it cold
     #: The first step's coldest dead window: (label row, its µs, the label's warm median
     #: µs), the row -1 when none is cold.
     cold_dead: tuple[int, float, float]
+    #: bool per window: the trailing stub the profiler's last step() opened (at most one,
+    #: the last window; see the module doc)
+    stub: np.ndarray
 
     @property
     def warm(self) -> np.ndarray:
-        return ~self.cold
+        """The warm steps: neither cold nor the stub."""
+        return ~self.cold & ~self.stub
+
+    @property
+    def judged(self) -> np.ndarray:
+        """The windows a span's verdict and figures speak for: the warm ones; where every
+        one ran cold, every step but the stub; all of them where none is left."""
+        for mask in (self.warm, ~self.stub):
+            if mask.any():
+                return mask
+        return np.ones(self.cold.shape[0], dtype=bool)
 
 
 @computed
@@ -70,15 +93,65 @@ def step_walls(analysis: SpanAnalysis) -> StepWalls:
     lo, hi = (np.asarray(b, dtype=np.float64) for b in analysis.bounds)
     art = covered(profiler_artefacts(analysis).device_gaps, lo, hi)
     wall = np.maximum(hi - lo - art, 0.0)
-    cold = np.zeros(wall.shape[0], dtype=bool)
-    rest = float(np.median(wall[1:])) if wall.shape[0] > 1 else float("nan")
+    n = wall.shape[0]
+    cold = np.zeros(n, dtype=bool)
+    stub = np.zeros(n, dtype=bool)
+    k = trailing_stub(analysis)
+    if k >= 0:
+        stub[k] = True
+    # The steps the first is measured against: the later ones but the stub (a 27 µs stub
+    # would make any real step "1,000× the median").
+    later = wall[1:][~stub[1:]]
+    rest = float(np.median(later)) if later.size else float("nan")
     cold_wall, dead = False, (-1, 0.0, 0.0)
-    if len(analysis.host_steps) and wall.shape[0] > 1:
+    if len(analysis.host_steps) and later.size and not stub[0]:
         cold_wall = bool(wall[0] >= COLD_RATIO * rest and wall[0] - rest >= COLD_MIN_EXCESS_US)
-        dead = cold_dead_window(analysis)
+        dead = cold_dead_window(analysis)  # a stub holds no label: it has no dead window
         cold[0] = cold_wall or dead[0] >= 0
     return StepWalls(wall=wall, artefact_us=art, cold=cold, rest_median=rest,
-                     cold_wall=cold_wall, cold_dead=dead)
+                     cold_wall=cold_wall, cold_dead=dead, stub=stub)
+
+
+@computed
+def trailing_stub(analysis: SpanAnalysis) -> int:
+    """The window of the stub step the profiler's last ``step()`` opened, or -1.
+
+    The last of two or more ``ProfilerStep#`` steps (inferred iterations are no
+    ``step()``'s) is a stub when nothing of the user's program runs in its host window:
+    no op starts in it on any thread, nor a ``record_function`` label other than a
+    ``DataLoader`` call (the loop's last ``next()`` may run there), and it launches no
+    device work. Reads the host steps, ops and launches only, never the windows (whose
+    verdicts read which step is cold).
+    """
+    hs = analysis.host_steps
+    n = len(hs)
+    if n < 2 or hs.inferred:
+        return -1
+    m = analysis.model
+    k = n - 1
+    if analysis.activity_step.size and bool(np.any(analysis.activity_step == k)):
+        return -1
+    labels = m.rows_of({Kind.USER_ANNOTATION})
+    labels = np.setdiff1d(labels, np.union1d(analysis.step_rows, analysis.input_rows))
+    lo, hi = float(hs.host_start[k]), float(hs.host_end[k])
+    for rows in (analysis.op_rows, labels):
+        t = m.start[rows]
+        if bool(np.any((t >= lo) & (t < hi))):
+            return -1
+    return k
+
+
+def stub_note(analysis: SpanAnalysis) -> str | None:
+    """The span's note on its trailing stub, in words; None without one."""
+    k = trailing_stub(analysis)
+    if k < 0:
+        return None
+    number = int(analysis.host_steps.numbers[k])
+    wall = float(analysis.host_steps.host_end[k] - analysis.host_steps.host_start[k])
+    return (f"step {number} ({wall:.0f} µs) is the stub the profiler's last step() opened "
+            "before it stopped: no op, no record_function and no device work run in it, so "
+            "it is flagged 'artefact', is neither warm nor cold, and no verdict or figure "
+            "reads it")
 
 
 def cold_dead_window(analysis: SpanAnalysis, dead_ratio: float = COLD_DEAD_RATIO,

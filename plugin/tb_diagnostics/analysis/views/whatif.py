@@ -121,13 +121,12 @@ def saving_over(before_us: np.ndarray, after_us: np.ndarray,
 
 def warm_windows(analysis: SpanAnalysis) -> list[int]:
     """The windows a card's figures speak for: those the engine did not call cold
-    (``views.warmth``, the steps' ``cold`` field), all of them where every one is."""
+    (``views.warmth``, the steps' ``cold`` field) nor a trailing stub; every one but the
+    stub where every one is cold."""
     n = len(analysis.windows)
     if not len(analysis.host_steps):
         return list(range(n))
-    cold = step_walls(analysis).cold
-    warm = np.flatnonzero(~cold).tolist()
-    return warm or list(range(n))
+    return np.flatnonzero(step_walls(analysis).judged).tolist()
 
 
 def part_windows(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> list[int]:

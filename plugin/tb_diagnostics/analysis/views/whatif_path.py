@@ -20,12 +20,10 @@ step's end waits on holds it there.
 What the segments lose is not the saving: the replay (``views.whatif``) says what the
 step saves, once the path moves to the next-longest chain of events, and a step's window
 moves with the steps around it (the device-side partition, ``steps.device_partition``):
-a step can save time that is not on its own path. On ``hta_amd_mi250_rocm_tiny`` the
-``graphs`` card saves all of warm step 2's 49 µs though it shortens nothing on its path
-(the step's own host time, nothing else): the change takes 2 ms off the cold step 1, step
-2's host work then runs while step 1's device work still does, and the partition gives
-step 2 an empty window. ``saving_off_path_us`` says how much of a card's saving is such
-time, so the reports say where the saving comes from.
+a step can save time that is not on its own path: when the steps before it shorten, its
+host work can run while their device work still does, and the partition gives it an
+emptier window. ``saving_off_path_us`` says how much of a card's saving is such time, so
+the reports say where the saving comes from.
 """
 
 from __future__ import annotations
