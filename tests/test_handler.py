@@ -143,3 +143,29 @@ def test_the_training_loop_does_not_wait_for_the_analysis(tmp_path, caplog, monk
     lines = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"]
     names = sorted(p.name for p in (tmp_path / "run").iterdir())
     assert lines == [f"tb-diagnostics: analysed {n}" for n in names]  # in cycle order
+
+
+def test_the_top_finding_is_never_an_info_note():
+    """Issue 29 item 3: the most severe finding, then the largest saving; an info note
+    ("addmm-fusion … nothing to remove") or a profiler artefact is no top finding."""
+    from tb_diagnostics.handler import cycle_line, top_finding
+
+    def finding(rule, severity, saving=None, **kw):
+        return {"rule": rule, "severity": severity, "savings_us": saving,
+                "message": f"{rule} says", **kw}
+
+    info = finding("addmm-fusion", "info")
+    assert top_finding([info, finding("hotspot-op", "info", 900.0)]) is None
+    small = finding("host-sync", "warning", 5.0)
+    big = finding("gpu-idle-gap", "warning", 50.0)
+    none = finding("cold-start-step", "warning")
+    assert top_finding([info, none, small, big]) is big
+    critical = finding("dataloader-bottleneck", "critical", 1.0)
+    assert top_finding([big, critical, info]) is critical
+    artefact = finding("launch-delay", "warning", 500.0, artefact=True)
+    assert top_finding([artefact, small]) is small
+    span = {"verdict": "compute-bound", "device": {"kind": "cpu"}, "errors": [],
+            "steps": [{"step": 2, "wall_us": 100.0, "compute_busy_us": 90.0,
+                       "device_busy_us": 90.0, "verdict": "compute-bound", "flags": []}],
+            "findings": [info]}
+    assert cycle_line(span) == "tb-diagnostics: step 2 compute-bound (CPU busy 90 %)"

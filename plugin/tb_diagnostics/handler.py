@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cycle_line", "trace_handler"]
+__all__ = ["cycle_line", "top_finding", "trace_handler"]
 
 LOGGER_NAME = "tb_diagnostics"
 #: Files larger than this are not analysed live (the tab or the CLI still can).
@@ -42,6 +42,8 @@ DEFAULT_MAX_BYTES = 256 << 20
 #: The child analysing one cycle is killed after this many seconds.
 DEFAULT_MAX_SECONDS = 60.0
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
+#: The severities a cycle's line may name as its top finding (info notes are not news).
+_ACTIONABLE = frozenset({"critical", "warning"})
 
 
 def _step_range(numbers: list[int]) -> str:
@@ -58,7 +60,9 @@ def cycle_line(span: dict[str, Any]) -> str:
     """The one-line summary of a span document (one entry of the report's ``spans``)."""
     if span.get("errors") and not span.get("steps"):
         return f"tb-diagnostics: {span['errors'][0]}"
-    steps = span.get("steps") or []
+    # Not the stub a mid-cycle stop leaves (the profiler's last step() opened it, nothing
+    # ran in it: the step's "stub" field): the line is about the steps that ran.
+    steps = [s for s in span.get("steps") or [] if not s.get("stub")]
     numbers = [s["step"] for s in steps if s["step"] is not None]
     verdicts = Counter(s["verdict"] for s in steps)
     verdict = span.get("verdict") or (verdicts.most_common(1)[0][0] if verdicts else "unknown")
@@ -76,16 +80,26 @@ def cycle_line(span: dict[str, Any]) -> str:
         head += " [" + ", ".join(f"{n} {v}" for v, n in verdicts.most_common()) + "]"
     if steps and all("inferred" in s.get("flags", ()) for s in steps):
         head += " (steps inferred)"
-    findings = sorted(span.get("findings") or [],
-                      key=lambda f: (_SEVERITY.get(f.get("severity"), 3),
-                                     -(f.get("savings_us") or 0.0)))
-    if findings:
-        top = findings[0]
+    top = top_finding(span.get("findings") or [])
+    if top is not None:
         message = " ".join(str(top.get("message", "")).split())
         if len(message) > 160:
             message = message[:159] + "…"
         head += f"; top finding: {top['rule']}: {message}"
     return head
+
+
+def top_finding(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The finding a cycle's line names: the most severe, then the largest saving; never an
+    info note (a fusion with nothing to remove, a profiler artefact), so None where only
+    those are."""
+    actionable = [f for f in findings
+                  if f.get("severity") in _ACTIONABLE and not f.get("artefact")]
+    if not actionable:
+        return None
+    # min: the first of equals in the report's order (the rules' own order) wins a tie.
+    return min(actionable, key=lambda f: (_SEVERITY[f["severity"]],
+                                          -(f.get("savings_us") or 0.0)))
 
 
 class _Recorder:
