@@ -212,6 +212,14 @@ class SpanLoader:
                 return "error" if entry.error else "ready"
             return "loading" if key in self._loads else "unloaded"
 
+    def device_of(self, f: SpanFile) -> dict[str, Any] | None:
+        """The device of ``f`` (``kind`` and ``name``) if its summary is here, else None:
+        read without starting a load (the compare picker puts same-device runs first)."""
+        with self._lock:
+            entry = self._entries.get(key_of(f))
+        d = entry.summary.get("device") if entry is not None and entry.summary else None
+        return {"kind": d.get("kind"), "name": d.get("name")} if d else None
+
     def errors(self) -> list[Loaded]:
         with self._lock:
             return [e for e in self._entries.values() if e.error]

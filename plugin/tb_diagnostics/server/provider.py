@@ -110,7 +110,7 @@ class DataProvider:
             {"run": r.name, "workers": [
                 {"worker": w.name, "spans": [
                     {"span": s.span, "file": s.relpath, "size": s.size, "mtime": s.mtime,
-                     "state": self.loader.peek(s)}
+                     "state": self.loader.peek(s), "device": self.loader.device_of(s)}
                     for s in w.spans]}
                 for w in r.workers]}
             for r in tree.runs

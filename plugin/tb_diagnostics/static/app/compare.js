@@ -3,8 +3,45 @@
 // `tb-diagnostics compare --format json`. Steps are paired by position among the
 // warm steps, since step numbers depend on each run's profiler schedule.
 
+import { getJSON } from "./api.js";
 import { card, fill, h } from "./dom.js";
 import { dur, verdictColor } from "./format.js";
+
+/** "CPU", "CUDA · NVIDIA A100-SXM4-40GB": a device as the picker names it. */
+export function deviceLabel(d) {
+  if (!d || !d.kind) return "";
+  return d.kind === "cpu" ? "CPU" : `${d.kind.toUpperCase()}${d.name ? ` · ${d.name}` : ""}`;
+}
+
+/** A run's device: that of its first span whose summary the plugin has (null: none read yet). */
+function runDevice(r) {
+  for (const w of r.workers || []) for (const s of w.spans || []) if (s.device) return s.device;
+  return null;
+}
+
+/** Whether two devices are the same kind of device (and the same model, where both are named). */
+export function sameDevice(a, b) {
+  return a.kind === b.kind && (!a.name || !b.name || a.name === b.name);
+}
+
+/**
+ * The baseline picker's options for a candidate on `device` (null: not known yet): runs on
+ * the same device first; the others after, each marked with its device ("other device:
+ * CPU"), so a CPU run is never offered as a GPU run's baseline unmarked; runs whose device
+ * is not read yet last, marked so.
+ */
+export function baselineOptions(runs, current, device) {
+  const others = runs.filter((r) => r.run !== current).map((r) => ({ run: r.run, device: runDevice(r) }));
+  if (!device) return others.map((o) => ({ run: o.run, label: o.run, group: "any" }));
+  const same = others.filter((o) => o.device && sameDevice(o.device, device));
+  const other = others.filter((o) => o.device && !sameDevice(o.device, device));
+  const unknown = others.filter((o) => !o.device);
+  return [
+    ...same.map((o) => ({ run: o.run, label: o.run, group: "same" })),
+    ...other.map((o) => ({ run: o.run, label: `${o.run} (other device: ${deviceLabel(o.device)})`, group: "other" })),
+    ...unknown.map((o) => ({ run: o.run, label: `${o.run} (device not read yet)`, group: "unknown" })),
+  ];
+}
 
 function change(x) {
   if (x === null || x === undefined || Number.isNaN(x)) return "—";
@@ -30,14 +67,43 @@ export class CompareView {
 
   /** The runs one can compare with (all but the current one); hidden when there are none. */
   setRuns(runs, current, baseline) {
-    const others = runs.filter((r) => r.run !== current);
-    this.el.hidden = !others.length;
-    fill(this.select, h("option", { value: "" }, "— pick a run —"),
-      others.map((r) => h("option", { value: r.run }, r.run)));
-    this.select.value = others.some((r) => r.run === baseline) ? baseline : "";
+    this.runs = runs;
+    if (current !== this.current) this.device = null; // another run: its device is not known yet
+    this.current = current;
+    this.renderOptions(baseline);
     // Nothing picked: only the card's header (a one-line control) shows.
     if (!this.select.value) fill(this.body);
     this.body.hidden = !this.select.value;
+  }
+
+  /**
+   * The candidate's device (from its span's summary): same-device runs go first. The run
+   * list is asked again, since the plugin knows the devices of the spans loaded since.
+   */
+  async setDevice(device) {
+    this.device = device;
+    const current = this.current;
+    try {
+      const res = await getJSON("runs");
+      if (res.status === "ok" && this.current === current) this.runs = res.runs;
+    } catch {
+      /* the list we have still holds */
+    }
+    if (this.current === current) this.renderOptions(this.select.value || null);
+  }
+
+  renderOptions(baseline) {
+    const opts = baselineOptions(this.runs || [], this.current, this.device);
+    this.el.hidden = !opts.length;
+    const mine = deviceLabel(this.device);
+    const group = (g, label) => {
+      const items = opts.filter((o) => o.group === g).map((o) => h("option", { value: o.run, dataset: { device: g } }, o.label));
+      return !items.length ? null : label ? h("optgroup", { label }, items) : items;
+    };
+    fill(this.select, h("option", { value: "" }, "— pick a run —"),
+      group("any", null), group("same", `same device${mine ? ` (${mine})` : ""}`),
+      group("other", "other devices"), group("unknown", "device not read yet"));
+    this.select.value = opts.some((o) => o.run === baseline) ? baseline : "";
   }
 
   loading(progress) {

@@ -273,6 +273,7 @@ export class App {
     fill(this.main, this.grid);
     this.findings.setData(s, this.state.finding); // it opens the finding only if it has it
     this.whatif.setData(s);
+    this.compare.setDevice(s.device); // same-device baselines first, the others marked
     this.roofline.setData(s);
     tellViews(this.views, "setSpan", s);
     const index = this.defaultStep(s);
@@ -318,9 +319,7 @@ export class App {
     const params = { run, worker, span, step: st.step === null ? "all" : st.step };
     if (highlight.length) params.highlight = highlight.slice(0, 64).join(",");
     this.treeTools.textContent = `step ${stepLabel(st.step)}`;
-    if (stepChanged) {
-      fill(this.bodies.tree, loadingState(null));
-    }
+    if (stepChanged) fill(this.bodies.tree, loadingState(null));
     let res;
     try {
       res = await getJSON("step", params, { signal, onProgress: (p) => stepChanged && fill(this.bodies.tree, loadingState(p)) });
