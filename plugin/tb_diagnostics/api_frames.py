@@ -103,8 +103,13 @@ class ReportFrames:
         return out
 
     def steps_frame(self) -> pd.DataFrame:
-        """:meth:`steps` as a pandas DataFrame (needs ``tb-diagnostics[pandas]``)."""
-        return self._frame(self.steps(), STEP_COLUMNS)
+        """:meth:`steps` as a pandas DataFrame (needs ``tb-diagnostics[pandas]``); ``rank``
+        is an integer column, pandas' nullable ``Int64`` where a span has no rank."""
+        df = self._frame(self.steps(), STEP_COLUMNS)
+        # pandas makes [0, None] floats (0.0, NaN): a rank is a count, never 0.5.
+        ranks = df["rank"]
+        df["rank"] = ranks.astype("int64" if ranks.notna().all() else "Int64")
+        return df
 
     def findings_frame(self) -> pd.DataFrame:
         """:meth:`findings` as a pandas DataFrame (needs ``tb-diagnostics[pandas]``)."""
