@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="*", type=Path, help="traces (default: the bench traces)")
     p.add_argument("--sizes", type=int, nargs="*", default=None, metavar="MB",
-                   help="bench traces of these sizes (default 200 500; none with paths)")
+                   help="bench traces of these sizes (default 200 500; none with paths); "
+                        "after the paths, which it would take for sizes")
     p.add_argument("--kernels", type=int, default=0, help="also a made-up trace of N kernels")
     p.add_argument("--memory", type=int, default=0,
                    help="also a made-up trace of N [memory] events")
