@@ -10,7 +10,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -101,10 +101,59 @@ def build_document(logdir: LogDir, run: str | None = None,
     return logdir_document(logdir, runs, done)
 
 
+#: What a worker's job returns: the span's document, and the debug records it logged.
+JobResult = tuple[dict[str, Any], list[logging.LogRecord]]
+
+
 def _summary_job(f: SpanFile, thresholds: Thresholds | None,
-                 cache_spec: CacheSpec | None) -> dict[str, Any]:
+                 cache_spec: CacheSpec | None, debug: bool = False) -> JobResult:
+    """The span's document, in a worker. With ``debug`` (the caller logs at DEBUG: the
+    CLI's ``--debug``) the worker's own debug records come back too, tracebacks
+    formatted, for the caller to log: a spawned worker has no handler of its own."""
     cache = TraceCache.from_spec(cache_spec) if cache_spec is not None else None
-    return span_summary(f, thresholds, cache)
+    if not debug:
+        return span_summary(f, thresholds, cache), []
+    with _captured_debug() as records:
+        summary = span_summary(f, thresholds, cache)
+    return summary, records
+
+
+class _Capture(logging.Handler):
+    """Keeps each record as it can cross a process: message and traceback as text."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args = record.getMessage(), None
+        if record.exc_info:
+            # A traceback object does not pickle; its text does, and a formatter prints it.
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _captured_debug() -> Iterator[list[logging.LogRecord]]:
+    log = logging.getLogger("tb_diagnostics")
+    capture, level = _Capture(), log.level
+    log.addHandler(capture)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield capture.records
+    finally:
+        log.removeHandler(capture)
+        log.setLevel(level)
+
+
+def _unpack(result: JobResult) -> dict[str, Any]:
+    """The job's document; its worker's debug records are logged here, where the CLI's
+    ``--debug`` handler prints them."""
+    summary, records = result
+    for record in records:
+        logging.getLogger(record.name).handle(record)
+    return summary
 
 
 def default_workers(n_files: int) -> int:
@@ -151,6 +200,8 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
     # The whole configuration travels, not only the root: a worker's writes and evictions
     # keep the caller's bound and model threshold.
     cache_spec = cache.spec() if cache is not None else None
+    # --debug: the workers send their tracebacks back (a spawned worker prints nothing).
+    debug = _log.isEnabledFor(logging.DEBUG)
     # An in-memory filesystem exists only in this process: no pool can see it.
     in_memory = any(f.url.startswith("memory://") for f in todo)
     if executor is None and (n_workers <= 1 or len(todo) <= 1 or in_memory):
@@ -160,27 +211,28 @@ def summarise_files(files: Iterable[SpanFile], thresholds: Thresholds | None = N
     if executor is not None:
         from concurrent.futures import as_completed
 
-        futures = {executor.submit(_summary_job, f, thresholds, cache_spec): f for f in todo}
+        futures = {executor.submit(_summary_job, f, thresholds, cache_spec, debug): f
+                   for f in todo}
         for fut in as_completed(futures):
-            finished(futures[fut], fut.result())
+            finished(futures[fut], _unpack(fut.result()))
         return out
     # A worker killed mid-file (the out-of-memory killer, a SIGKILL) breaks the whole pool
     # and every file in flight with it. Those files are retried once in a fresh pool; what
     # breaks that one too runs one file per process, so only the file that kills its
     # process again is reported as such, and every other file is still analysed.
-    left = _pool_round(todo, thresholds, cache_spec, n_workers, finished)
+    left = _pool_round(todo, thresholds, cache_spec, n_workers, finished, debug)
     if left:
         _log.debug("a worker died: %d file(s) retried in a fresh pool", len(left))
-        left = _pool_round(left, thresholds, cache_spec, n_workers, finished)
+        left = _pool_round(left, thresholds, cache_spec, n_workers, finished, debug)
     if left:
         _log.debug("a worker died again: %d file(s) retried one per process", len(left))
-        _one_per_process(left, thresholds, cache_spec, n_workers, finished)
+        _one_per_process(left, thresholds, cache_spec, n_workers, finished, debug)
     return out
 
 
 def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_spec: CacheSpec | None,
                 n_workers: int, finished: Callable[[SpanFile, dict[str, Any]], None],
-                ) -> list[SpanFile]:
+                debug: bool = False) -> list[SpanFile]:
     """Run the files' jobs in a fresh pool; the files it did not finish because the pool
     broke (a worker died), in their order."""
     # Imported here, not at the top: 2.4 MB resident that analysing one file never needs.
@@ -195,14 +247,14 @@ def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_spec
         futures = {}
         for k, f in enumerate(files):
             try:
-                futures[pool.submit(_summary_job, f, thresholds, cache_spec)] = k
+                futures[pool.submit(_summary_job, f, thresholds, cache_spec, debug)] = k
             except BrokenProcessPool:  # it broke while the jobs were being handed out
                 lost.update(range(k, len(files)))
                 break
         for fut in as_completed(futures):
             k = futures[fut]
             try:
-                summary = fut.result()
+                summary = _unpack(fut.result())
             except BrokenProcessPool:
                 lost.add(k)
                 continue
@@ -217,14 +269,15 @@ def _pool_round(files: list[SpanFile], thresholds: Thresholds | None, cache_spec
 
 
 def _one_file_job(conn: Any, f: SpanFile, thresholds: Thresholds | None,
-                  cache_spec: CacheSpec | None) -> None:
-    conn.send(_summary_job(f, thresholds, cache_spec))
+                  cache_spec: CacheSpec | None, debug: bool = False) -> None:
+    conn.send(_summary_job(f, thresholds, cache_spec, debug))
     conn.close()
 
 
 def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
                      cache_spec: CacheSpec | None, n_workers: int,
-                     finished: Callable[[SpanFile, dict[str, Any]], None]) -> None:
+                     finished: Callable[[SpanFile, dict[str, Any]], None],
+                     debug: bool = False) -> None:
     """Each file in a process of its own (``n_workers`` at a time): a process that dies
     costs only its file, which gets a one-line error saying how it died."""
     from multiprocessing import get_context
@@ -237,15 +290,15 @@ def _one_per_process(files: list[SpanFile], thresholds: Thresholds | None,
         while pending and len(running) < n_workers:
             f = pending.pop(0)
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_one_file_job, args=(send, f, thresholds, cache_spec),
-                               daemon=True)
+            proc = ctx.Process(target=_one_file_job,
+                               args=(send, f, thresholds, cache_spec, debug), daemon=True)
             proc.start()
             send.close()  # the child holds the only writer: its death is EOF here
             running[recv] = (proc, f)
         for recv in wait(list(running)):
             proc, f = running.pop(recv)
             try:
-                summary = recv.recv()
+                summary = _unpack(recv.recv())
             except (EOFError, OSError):
                 proc.join()
                 summary = _failed(f, _death(proc.exitcode))
