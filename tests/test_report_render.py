@@ -37,8 +37,11 @@ def _cold_span():
 
 def test_the_headline_judges_the_warm_steps_and_names_the_cold_one():
     text = headline(_cold_span())
-    assert text.startswith("Steps 1–4 are overhead-bound: the CPU is busy 0% of each step")
-    assert "mostly while the CPU launches work (57% of the idle time; 6 ops per step)" in text
+    # A CPU-only span: the CPU is the device, so never "idle while the CPU launches work".
+    assert text.startswith("Steps 1–4 are overhead-bound: the CPU computes in heavy ops 0% of "
+                           "each step and spends 100% outside them, mostly in short op calls "
+                           "and their dispatch (57% of that time; 6 ops per step)")
+    assert "launches work" not in text and "idle" not in text
     assert text.endswith("; step 0 is cold: 3.79 ms, 54× the warm median of 70 µs.")
 
 
@@ -48,7 +51,8 @@ def test_a_span_without_steps_is_worded_as_one():
     span["findings"] = [{"rule": "tiny-kernels", "severity": "warning", "title": "Tiny",
                          "message": "m", "steps": [None], "evidence": [],
                          "savings_us": 4_240_000.0, "confirm": ""}]
-    assert headline(span).startswith("The span is overhead-bound: the CPU is busy 18% of the span")
+    assert headline(span).startswith(
+        "The span is overhead-bound: the CPU computes in heavy ops 18% of the span")
     assert "ops in the span" in headline(span)
     out = render_text({"logdir": "x", "runs": [{"run": "r", "workers": [
         {"worker": "w", "spans": [span]}]}]})

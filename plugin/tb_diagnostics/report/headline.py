@@ -18,6 +18,10 @@ _CAUSE_WORDS = {
     "launch": "while the CPU launches work",
     "other": "with nothing recorded on the host",
 }
+#: On a CPU-only trace the "device" is the CPU itself: its busy time is the heavy op
+#: calls' own compute (``analysis.span.busy_intervals``), and "launch" time is the CPU in
+#: short op calls and dispatch, not a CPU feeding an idle device.
+_CPU_CAUSE_WORDS = {**_CAUSE_WORDS, "launch": "in short op calls and their dispatch"}
 #: Idle time that no verdict is judged on, and its words (``analysis.verdict.UNJUDGED``).
 _UNJUDGED_WORDS = {"profiler": "the profiler's own time", "compile": "compilation",
                    "module_load": "module loading"}
@@ -201,14 +205,19 @@ def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[i
     # Compute, as the verdict reads it: collective kernels are communication, said apart.
     busy = sum(compute_us(s) for s in same)
     alone = sum(s.get("exposed_collective_us") or 0.0 for s in same)
-    device = "CPU" if span["device"]["kind"] == "cpu" else "GPU"
+    cpu = span["device"]["kind"] == "cpu"
+    device = "CPU" if cpu else "GPU"
     each = f"of each {unit}" if len(same) > 1 else f"of the {unit}" if numbers else "of the span"
     share = busy / judged if judged > 0 else 0.0
     # Where activity is missing from the trace, the busy share is a floor (see the end);
     # a floor of 100% says nothing more.
     least = "at least " if span.get("activity_complete") is False and share < 0.995 else ""
-    text = f"the {device} is busy {least}{_pct(share)} {each}"
-    and_idle = " and idle"
+    # A CPU-only trace: the CPU is never idle while it "launches" — it computes in its
+    # heavy ops, and spends the rest in short calls, dispatch or waits.
+    text = (f"the CPU computes in heavy ops {least}{_pct(share)} {each}" if cpu
+            else f"the {device} is busy {least}{_pct(share)} {each}")
+    and_idle = " and spends" if cpu else " and idle"
+    words = _CPU_CAUSE_WORDS if cpu else _CAUSE_WORDS
     if alone > 0 and judged > 0:
         text = (f"the {device} computes {least}{_pct(busy / judged)} {each}, waits in "
                 f"collective kernels no compute overlaps {_pct(alone / judged)}")
@@ -217,8 +226,9 @@ def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[i
     total_idle = sum(idle.values())
     if total_idle > 0 and judged > 0:
         cause = max(idle, key=lambda c: idle[c])
-        text += (f"{and_idle} {_pct(total_idle / judged)}, mostly {_CAUSE_WORDS[cause]} "
-                 f"({_pct(idle[cause] / total_idle)} of the idle time")
+        rest = " outside them" if cpu else ""
+        text += (f"{and_idle} {_pct(total_idle / judged)}{rest}, mostly {words[cause]} "
+                 f"({_pct(idle[cause] / total_idle)} of {'that' if cpu else 'the idle'} time")
         ops = sum(s["ops"] for s in same) / len(same)
         if cause == "launch" and ops >= 1:
             text += (f"; {ops:,.0f} {'op' if round(ops) == 1 else 'ops'} "

@@ -127,9 +127,8 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
             if f.bound_us is not None:
                 entry[3] = (entry[3] or 0.0) + f.bound_us
     for name, count, us in rf.unowned:
-        reason = ("no cost model for this op" if name else
-                  "its launch is not in the trace (no op to price)")
-        entry = by_name.setdefault((name or "(no launching op)", reason), [0, 0.0, None, None])
+        label, reason = _unowned_words(name)
+        entry = by_name.setdefault((label, reason), [0, 0.0, None, None])
         entry[0] += count
         entry[1] += us
     return {
@@ -152,6 +151,18 @@ def roofline_section(analysis: SpanAnalysis) -> dict[str, Any]:
         "communication": {"activities": rf.communication[0],
                           "device_us": _r(rf.communication[1])},
     }
+
+
+def _unowned_words(name: str | None) -> tuple[str, str]:
+    """(the name shown, why it has no cost) of device work no counted op owns: an op with
+    no model, a launch call inside no op (""), or a launch call not in the trace (None)."""
+    if name:
+        return name, "no cost model for this op"
+    if name == "":
+        return ("(launched outside any op)",
+                "its launch call is inside no op, so no op's shapes say what it computes")
+    return ("(launch not in the trace)",
+            "the trace holds no launch call for it, so no op's shapes say what it computes")
 
 
 def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:

@@ -118,8 +118,9 @@ class Roofline:
     activity_group: np.ndarray  # see OpCosts.activity_group
     notes: list[str] = field(default_factory=list)
     #: Device time of activities no counted op owns, by the name of the op that launched
-    #: them ("" when the launch is not in the trace): (name, activities, µs), largest first.
-    unowned: list[tuple[str, int, float]] = field(default_factory=list)
+    #: them: (name, activities, µs), largest first. The name is "" where the launch call
+    #: is in the trace but inside no op, None where the launch call is not in the trace.
+    unowned: list[tuple[str | None, int, float]] = field(default_factory=list)
     host_link: HostLink | None = None
     #: Collective activities (communication, outside the cost model): count and µs.
     communication: tuple[int, float] = (0, 0.0)
@@ -312,7 +313,7 @@ def compute_busy_us(analysis: SpanAnalysis) -> np.ndarray:
 
 
 def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
-             limit: int = 20) -> list[tuple[str, int, float]]:
+             limit: int = 20) -> list[tuple[str | None, int, float]]:
     if analysis.cpu_only:
         return []
     m = analysis.model
@@ -330,8 +331,12 @@ def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,
         us = np.bincount(code, weights=dur[has], minlength=ids.shape[0])
         count = np.bincount(code, minlength=ids.shape[0])
         out = [(m.strings[int(ids[i])], int(count[i]), float(us[i])) for i in range(ids.shape[0])]
-    if (~has).any():
-        out.append(("", int((~has).sum()), float(dur[~has].sum())))
+    # No launching op: the launch call is in the trace outside every op (""), or it is
+    # not in the trace at all (None) — two different things to say.
+    launched = m.launcher[m.device_activity_rows[free]] >= 0
+    for name, sel in (("", ~has & launched), (None, ~has & ~launched)):
+        if sel.any():
+            out.append((name, int(sel.sum()), float(dur[sel].sum())))
     out.sort(key=lambda t: -t[2])
     return out[:limit]
 

@@ -106,7 +106,8 @@ export class StepTable {
       onclick: () => this.onSelect(s.index),
     },
     h("td", null, h("strong", null, stepLabel(s.step)),
-      (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: FLAG_TITLE[f] || "distorted by the profiler itself" }, f))),
+      // The server says why where it knows (flag_why: an artefact's share of the step).
+      (s.flags || []).map((f) => h("span", { class: `badge ${f}`, title: s.flag_why?.[f] || FLAG_TITLE[f] || "distorted by the profiler itself" }, f))),
     h("td", { class: "num" }, ms(s.wall_us)),
     h("td", null, busyBar(s)),
     h("td", null, pathBar(s)),
