@@ -80,13 +80,18 @@ padding-top:16px}table{border-collapse:collapse;margin:8px 0}td,th{padding:2px 8
 border-bottom:1px solid var(--tbd-rule,#eee);text-align:right;
 font-variant-numeric:tabular-nums}th{background:var(--tbd-head,#f5f5f5)}
 td.l,th.l{text-align:left}.sev{font-weight:600;text-transform:uppercase;font-size:11px;
-padding:1px 5px;border-radius:3px;color:#fff}.critical{background:%(sev-critical)s}
+padding:1px 5px;border-radius:3px;color:#fff;
+background:%(sev-info)s}.critical{background:%(sev-critical)s}
 .warning{background:%(sev-warning)s;color:#202124}.info{background:%(sev-info)s}
 details{margin:4px 0}details details{margin-left:18px}summary{cursor:pointer}code{font-size:12px}
 .note{color:var(--tbd-muted,#5f6368)}.legend span{margin-right:12px}.sw{display:inline-block;
 width:10px;height:10px;margin-right:4px}.mark{font-size:11px;background:#fce8b2;
 color:#202124;padding:0 4px;border-radius:3px;margin-left:4px}.subject{font-weight:600}
-.stepchart text{fill:currentColor}.stepchart line.break{stroke:var(--tbd-bg,#fff)}
+/* a clipped bar's label sits on the bar: a halo of the page's background keeps it
+   readable on any part's colour */
+.stepchart text{fill:currentColor}.stepchart text.clipped{stroke:var(--tbd-bg,#fff);
+stroke-width:3px;paint-order:stroke;stroke-linejoin:round}
+.stepchart line.break{stroke:var(--tbd-bg,#fff)}
 """
 
 
