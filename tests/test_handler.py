@@ -169,3 +169,81 @@ def test_the_top_finding_is_never_an_info_note():
                        "device_busy_us": 90.0, "verdict": "compute-bound", "flags": []}],
             "findings": [info]}
     assert cycle_line(span) == "tb-diagnostics: step 2 compute-bound (CPU busy 90 %)"
+
+
+def test_a_slow_analysis_keeps_one_cycle_waiting_the_newest(tmp_path, caplog, monkeypatch):
+    """Issue 29 item 11: profiling faster than the analysis queues no thread per cycle. One
+    analysis runs and one cycle waits; a newer cycle takes the waiting one's place and a
+    line says which was skipped; the last cycle is always analysed."""
+    import threading
+
+    from tb_diagnostics import handler as handler_mod
+
+    caplog.set_level(logging.INFO, logger="tb_diagnostics")
+    gate = threading.Event()
+    analysed: list[str] = []
+
+    def slow_analysis(path, max_seconds, cache):
+        gate.wait(30)
+        analysed.append(Path(path).name)
+        return f"tb-diagnostics: analysed {Path(path).name}"
+
+    def cycle_threads() -> int:
+        return sum(t.name == "tb-diagnostics-cycle" for t in threading.enumerate())
+
+    monkeypatch.setattr(handler_mod, "_analyse", slow_analysis)
+    handler = tb_diagnostics.trace_handler(tmp_path / "run", worker_name="w0", echo=False)
+    for _ in range(5):  # torch's handler names each file by time_ns: in cycle order
+        handler(_FakeProfiler('{"traceEvents": []}'))
+        assert cycle_threads() <= 1
+    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert len(names) == 5
+    notes = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"]
+    # Cycles 2-4 each waited until a newer one came: skipped, each said so.
+    assert len(notes) == 3 and all("was not analysed live: a newer cycle" in n for n in notes)
+    assert [n.split()[2] for n in notes] == names[1:4]
+    gate.set()
+    handler.wait(30)
+    assert analysed == [names[0], names[4]]  # the first, then the last: nothing else waited
+    lines = [r.getMessage() for r in caplog.records if r.name == "tb_diagnostics"][3:]
+    assert lines == [f"tb-diagnostics: analysed {n}" for n in (names[0], names[4])]
+
+
+def test_the_last_cycle_is_analysed_at_exit(tmp_path):
+    """The program ends right after its last cycle, the analysis still running: its exit
+    waits for the running cycle and then the last one (none is lost)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f'''
+        import time
+        from pathlib import Path
+        import tb_diagnostics
+        from tb_diagnostics import handler as handler_mod
+
+        def slow_analysis(path, max_seconds, cache):
+            time.sleep(1.0)
+            return f"tb-diagnostics: analysed {{Path(path).name}}"
+
+        handler_mod._analyse = slow_analysis
+
+        class Prof:
+            def export_chrome_trace(self, path, **_):
+                Path(path).write_text('{{"traceEvents": []}}')
+
+        h = tb_diagnostics.trace_handler({str(tmp_path / "run")!r}, worker_name="w0")
+        for k in range(3):
+            h(Prof())
+            time.sleep(0.01)
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert len(names) == 3, names
+    err = proc.stderr.splitlines()
+    assert f"tb-diagnostics: analysed {names[0]}" in err
+    assert f"tb-diagnostics: analysed {names[2]}" in err  # the last one, at exit
+    assert any(line.startswith(f"tb-diagnostics: note: {names[1]} was not analysed live")
+               for line in err), err

@@ -14,8 +14,11 @@ stderr when ``echo``)::
 The analysis runs in a child interpreter with a time budget (killed past it) and is skipped
 above a size budget, so it can neither stall the training loop nor grow its memory: by
 default the handler returns as soon as torch has written the file, and a background thread
-waits for the child (cycles are analysed one after another, in order; at exit the program
-waits for the last one, within the time budget). Nothing it does raises into the loop
+waits for the child. Cycles are analysed one after another, in order, with at most one
+analysis running and one cycle waiting: when profiling outpaces the analysis, a newer
+cycle takes the waiting one's place and a line says the older was skipped, so neither
+threads nor files pile up; at exit the program waits for the last cycle, which is never
+skipped, within the time budget. Nothing it does raises into the loop
 (errors are logged). torch is imported only when the handler is made, the engine (numpy)
 only in the child.
 """
@@ -102,6 +105,50 @@ def top_finding(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
                                           -(f.get("savings_us") or 0.0)))
 
 
+class _LatestCycles:
+    """The cycles' analyses, one at a time in cycle order, in one background thread: at
+    most one running and one waiting. A cycle written while another waits takes its place
+    (``skipped`` is told of the older), so a training loop that profiles faster than the
+    cycles are analysed queues neither threads nor work; the last cycle is never skipped."""
+
+    def __init__(self, analyse: Callable[[list[str]], None],
+                 skipped: Callable[[list[str]], None]) -> None:
+        self._analyse = analyse
+        self._skipped = skipped
+        self._cond = threading.Condition()
+        self._running = False
+        self._waiting: list[str] | None = None
+
+    def submit(self, paths: list[str]) -> None:
+        with self._cond:
+            dropped = None
+            if self._running:
+                dropped, self._waiting = self._waiting, paths
+            else:
+                # Decided here, not by the thread: a cycle never waits while none runs.
+                self._running = True
+                threading.Thread(target=self._work, args=(paths,), daemon=True,
+                                 name="tb-diagnostics-cycle").start()
+        if dropped is not None:
+            self._skipped(dropped)
+
+    def _work(self, paths: list[str] | None) -> None:
+        while paths is not None:
+            try:
+                self._analyse(paths)
+            finally:
+                with self._cond:
+                    paths, self._waiting = self._waiting, None
+                    if paths is None:
+                        self._running = False
+                        self._cond.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the cycles so far were all analysed or skipped within ``timeout``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._running, timeout)
+
+
 class _Recorder:
     """The profiler, as torch's handler sees it, noting the path it exports to."""
 
@@ -165,8 +212,10 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
     the analysis write the engine's cache (the tab then opens the file at once). Nothing
     is raised into the training loop: a trace torch could not write is logged as an
     error, an analysis that failed as a warning. With ``background`` (the default) the
-    analysis runs while training goes on, and the line follows a few seconds later; the
-    handler's ``wait()`` blocks until every cycle so far is analysed. Without it, the
+    analysis runs while training goes on, and the line follows a few seconds later; one
+    cycle is analysed at a time, and of the cycles written meanwhile only the newest
+    waits (a line names each one skipped); the handler's ``wait()`` blocks until every
+    cycle so far is analysed or skipped, as the program's exit does. Without it, the
     handler returns once the line is out.
     """
     from torch.profiler import tensorboard_trace_handler
@@ -180,17 +229,18 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
         if echo:
             print(line, file=sys.stderr, flush=True)
 
-    # One analysis at a time, in cycle order: the lines follow the cycles.
-    turn = threading.Lock()
-    pending: list[threading.Thread] = []
+    def skipped(paths: list[str]) -> None:
+        names = ", ".join(os.path.basename(p) for p in paths)
+        say(f"tb-diagnostics: note: {names} was not analysed live: a newer cycle was "
+            "written before its turn (the analysis is slower than profiling); run "
+            "tb-diagnostics report on the log dir")
+
+    cycles = _LatestCycles(lambda paths: analyse_paths(paths), skipped)  # defined below
     exit_waits: list[bool] = []  # once registered with atexit (a list: set from a closure)
 
     def wait(timeout: float | None = None) -> None:
-        """Block until every cycle written so far has been analysed (or ``timeout``)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for t in list(pending):
-            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        pending[:] = [t for t in pending if t.is_alive()]
+        """Block until every cycle written so far is analysed or skipped (or ``timeout``)."""
+        cycles.wait(timeout)
 
     def handler(prof: Any) -> None:
         rec = _Recorder(prof)
@@ -200,20 +250,13 @@ def trace_handler(dir_name: str | os.PathLike[str], worker_name: str | None = No
             say(f"tb-diagnostics: the trace could not be written: {exc}", logging.ERROR)
             return
         if not background:
-            analyse_cycle(rec.paths)
+            analyse_paths(rec.paths)
             return
         if not exit_waits:  # the first cycle: let the program's exit wait for the last line
-            atexit.register(wait, max_seconds + 5.0)
+            # (the one running, then the last cycle waiting: two budgets at most)
+            atexit.register(wait, 2 * max_seconds + 5.0)
             exit_waits.append(True)
-        pending[:] = [t for t in pending if t.is_alive()]
-        t = threading.Thread(target=analyse_cycle, args=(rec.paths,), daemon=True,
-                             name="tb-diagnostics-cycle")
-        pending.append(t)
-        t.start()
-
-    def analyse_cycle(paths: list[str]) -> None:
-        with turn:
-            analyse_paths(paths)
+        cycles.submit(rec.paths)
 
     def analyse_paths(paths: list[str]) -> None:
         try:
