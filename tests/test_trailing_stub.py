@@ -167,3 +167,17 @@ def test_a_real_profile_stopped_mid_cycle(tmp_path, caplog):
     assert [s["step"] for s in span0["steps"]] == [2, 3, 4]
     assert not any(s["stub"] for s in span0["steps"])
     assert np.all([s["ops"] > 0 for s in span0["steps"]])
+
+
+def test_the_tab_says_why_the_stub_is_badged(tmp_path):
+    from tb_diagnostics.logdir import scan_logdir
+    from tb_diagnostics.server.present import summarise
+
+    b = TraceBuilder(tmp_path / "log" / "run")
+    _stub_trace(b)
+    b.write()
+    (f,) = scan_logdir(str(tmp_path / "log")).files
+    doc = summarise(f, b.analysis())
+    step7, step8 = doc["steps"]
+    assert "artefact" in step8["flags"] and "nothing ran in it" in step8["flag_why"]["artefact"]
+    assert "flag_why" not in step7

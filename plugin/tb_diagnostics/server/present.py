@@ -56,6 +56,8 @@ def summarise(f: SpanFile, analysis: SpanAnalysis,
         # "cold" is the step's own field (the analysis decides it), badged like the rest.
         cold = {"cold"} if s.get("cold") else set()
         why = artefact_reason(s, doc["findings"])
+        if s.get("stub"):  # the profiler's empty trailing step (views.warmth), flagged so
+            why = STUB_WHY
         s["flags"] = sorted(set(s.get("flags", ())) | ({"artefact"} if why else set()) | cold)
         if why:
             s["flag_why"] = {"artefact": why}
@@ -72,6 +74,9 @@ def summarise(f: SpanFile, analysis: SpanAnalysis,
 #: step's figures are not distorted, and a badge on the very step the verdict is about,
 #: with nothing saying why, reads as "do not trust this verdict".
 ARTEFACT_MIN_SHARE = 0.01
+#: The badge's reason on the stub step a mid-cycle stop leaves (``views.warmth``).
+STUB_WHY = ("the stub the profiler's last step() opened before it stopped: nothing ran in it, "
+            "so it is neither warm nor cold and no verdict reads it")
 
 
 def artefact_reason(step: dict[str, Any], findings: list[dict[str, Any]]) -> str | None:
