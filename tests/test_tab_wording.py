@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 from conftest import analyse
-
 from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.report.roofline import _unowned_words
 from tb_diagnostics.report.text import headline

@@ -273,6 +273,18 @@ def test_span_answers_202_with_progress_then_200(client):
     assert states["200"] == "ready"
 
 
+def test_runs_give_each_loaded_spans_device(client):
+    """The compare picker puts same-device runs first: /runs says each span's device once
+    its summary is loaded (None before: /runs never starts a load to find out)."""
+    def devices():
+        return {s["span"]: s["device"] for s in
+                client.get(f"{BASE}/runs").get_json()["runs"][1]["workers"][0]["spans"]}
+
+    assert devices() == {"100": None, "200": None}
+    get_ready(client, SPAN_A)
+    assert devices() == {"100": {"kind": "cuda", "name": "Test GPU"}, "200": None}
+
+
 def test_step_detail(client):
     get_ready(client, SPAN_A)
     r = client.get(f"{BASE}/step?run=run_a&worker=worker0&span=100&step=2")
