@@ -226,8 +226,9 @@ def render_fragment(doc: dict[str, Any]) -> str:
         body.append('<h2 class="tbd-part">Top findings</h2>' + _top_list(doc))
         body.append('<h2 class="tbd-part">Verdicts</h2>' + _summary_table(_span_rows(doc)))
         body.append('<h2 class="tbd-part">Runs</h2><p class="note">Open a run for its step '
-                    "chart, step table, what-if replay and every finding with its evidence."
-                    "</p>" + "".join(_run_details(r) for r in doc["runs"]))
+                    "chart, step table, what-if replay and every finding (up to "
+                    f"{MAX_EVIDENCE} evidence events each; to_html() has them all).</p>"
+                    + "".join(_run_details(r) for r in doc["runs"]))
     # A file name that is not UTF-8 shows with U+FFFD: the fragment is valid UTF-8.
     return displayable(f'<div class="{ROOT}"><style>{fragment_css()}</style>'
                        + "\n".join(body) + "</div>\n")
