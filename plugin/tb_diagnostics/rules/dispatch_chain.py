@@ -32,7 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.critpath import critical_paths
 from tb_diagnostics.analysis.dispatch import CallNode, chains
+from tb_diagnostics.analysis.dispatch_flat import FlatTree, flat_tree
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_us, short_name, steps_text
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
@@ -69,6 +71,77 @@ def path_chain(analysis: SpanAnalysis, index: int,
     return (chain, on) if chain else (best_chain(root), 0.0)
 
 
+def flat_path_chain(analysis: SpanAnalysis, index: int) -> tuple[list[CallNode], float]:
+    """:func:`path_chain` of window ``index`` from its :class:`FlatTree` (the same chain
+    and path time, no tree of objects): the chain's nodes, childless, each with its
+    first row."""
+    t = flat_tree(analysis, index)
+    strings = analysis.model.strings
+    cp = critical_paths(analysis)
+    sl = cp.step(index)
+    seg = cp.row[sl]
+    at = np.searchsorted(t.rows, seg)
+    hit = at < t.rows.shape[0]
+    hit[hit] = t.rows[at[hit]] == seg[hit]
+    per_node = np.bincount(t.row_node[at[hit]], weights=cp.dur[sl][hit],
+                           minlength=len(t)).astype(np.float64)
+    levels = t.levels()
+    is_dev = t.is_device
+    below, leads = per_node.copy(), is_dev.copy()
+    below[0] = 0.0  # the step's own time is every chain's and no chain's
+    for lv in reversed(levels[1:]):  # path time on and below each node, children in order
+        np.add.at(below, t.parent[lv], below[lv])
+        np.logical_or.at(leads, t.parent[lv], leads[lv])
+    kids_of = np.argsort(t.parent[1:], kind="stable") + 1  # by parent, in the tree's order
+    cut = np.searchsorted(t.parent[kids_of], np.arange(len(t) + 1))
+    chain, node, on = [0], 0, 0.0
+    while not is_dev[node]:
+        kids = kids_of[cut[node]:cut[node + 1]]
+        kids = kids[leads[kids]]
+        if not kids.size:
+            break
+        # The most path time, then device time, then host time; ties: the first child.
+        for col in (below, t.device_us):
+            kids = kids[col[kids] == col[kids].max()]
+        node = int(kids[int(np.argmax(t.total_us[kids]))])
+        on += float(per_node[node])
+        chain.append(node)
+    if not (is_dev[node] and on > 0):
+        chain, on = _best_flat_chain(t, strings, levels, is_dev), 0.0
+    return [t.call_node(k, strings) for k in chain], on
+
+
+def _best_flat_chain(t: FlatTree, strings: list[str], levels: list[np.ndarray],
+                     is_dev: np.ndarray) -> list[int]:
+    """:func:`best_chain` on the flat tree: its nodes from the step down, or []."""
+    leaves = np.flatnonzero(is_dev)
+    if not leaves.size:
+        return []
+    sids = np.unique(t.name[t.name >= 0])
+    by_sid = np.zeros(int(sids.max()) + 1 if sids.size else 1, dtype=bool)
+    by_sid[sids] = [bool(GEMM.match(strings[sid])) for sid in sids.tolist()]
+    gemm = by_sid[np.maximum(t.name, 0)] & (t.name >= 0)
+    for i, text in t.labels.items():  # the step's and the threads' names
+        gemm[i] = bool(GEMM.match(text))
+    path_us = t.total_us.copy()  # the path's summed host time, from the step down
+    path_us[0] = 0 + t.total_us[0]
+    for lv in levels[1:]:
+        gemm[lv] |= gemm[t.parent[lv]]
+        path_us[lv] = path_us[t.parent[lv]] + t.total_us[lv]
+    pool = leaves[gemm[leaves]] if gemm[leaves].any() else leaves
+    for col in (t.device_us, path_us):
+        pool = pool[col[pool] == col[pool].max()]
+
+    def path(k: int) -> list[int]:
+        out = [k]
+        while out[-1] > 0:
+            out.append(int(t.parent[out[-1]]))
+        return out[::-1]
+
+    # Ties: the first chain in the tree's order (children in number order).
+    return min(path(int(k)) for k in pool.tolist())
+
+
 def _label(node: CallNode, total: float) -> str:
     times = f"{fmt_us(total)}"
     if node.kind in _DEVICE:
@@ -84,7 +157,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     groups: dict[tuple[str, ...], list[tuple[int, list[CallNode]]]] = {}
     on_path: dict[int, float] = {}
     for k in range(len(windows)):
-        chain, on_path[k] = path_chain(analysis, k, analysis.call_tree(k))
+        chain, on_path[k] = flat_path_chain(analysis, k)
         if len(chain) < 2:
             continue
         key = tuple("step" if n.kind == "step" else f"{n.kind}:{n.name}" for n in chain)
