@@ -51,8 +51,10 @@ def comm_tb(start_tensorboard, tmp_path):
 
 
 def _segments(frame, row: int) -> list[tuple[str, float]]:
-    """(CSS background, width %) of each part of a step row's bar."""
-    return frame.locator("#steps tbody tr").nth(row).locator(".bar > span").evaluate_all(
+    """(CSS background, width %) of each part of a step row's busy bar (not its critical
+    path's, which has a bar of its own)."""
+    return frame.locator("#steps tbody tr").nth(row).locator(
+        ".bar:not(.cp-bar) > span").evaluate_all(
         "els => els.map(e => [e.style.background, parseFloat(e.style.width)])")
 
 
