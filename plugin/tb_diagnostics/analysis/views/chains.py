@@ -66,9 +66,21 @@ def _chains(analysis: SpanAnalysis, min_ops: int) -> list[Chain]:
              else np.zeros(acts.shape[0], dtype=np.int32))
     out: list[Chain] = []
     order = np.lexsort((m.start[acts], m.stream[acts]))
-    current: list[int] = []
-
-    def close() -> None:
+    # The runs: consecutive kernels (by stream, then start) that fusion may merge, on one
+    # stream in one step; any other activity between two ends the run. Found as columns:
+    # only a run of at least min_ops kernels can hold min_ops op calls, and only those
+    # are read one by one (a per-kernel loop took 2 s on 200,000 kernels of no run).
+    keep = ok[order]
+    stream, step = m.stream[acts[order]], steps[order]
+    starts_new = np.ones(order.shape[0], dtype=bool)
+    starts_new[1:] = (~keep[:-1] | (stream[1:] != stream[:-1]) | (step[1:] != step[:-1]))
+    first = np.flatnonzero(keep & starts_new)
+    stops = np.append(np.flatnonzero(~keep | starts_new), order.shape[0])
+    last = stops[np.searchsorted(stops, first, side="right")]
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        if b - a < min_ops:
+            continue
+        current = order[a:b].tolist()
         owners = list(dict.fromkeys(int(oc.activity_owner[i]) for i in current))
         if len(owners) >= min_ops:
             rows = acts[current]
@@ -82,16 +94,6 @@ def _chains(analysis: SpanAnalysis, min_ops: int) -> list[Chain]:
             out.append(Chain(kernels=rows.tolist(), activities=list(current), owners=owners,
                              step=int(steps[current[0]]), time_us=t, bytes=total,
                              saving_us=saving))
-        current.clear()
-
-    prev_stream = prev_step = None
-    for i in order.tolist():
-        if not ok[i] or m.stream[acts[i]] != prev_stream or steps[i] != prev_step:
-            close()
-        prev_stream, prev_step = m.stream[acts[i]], steps[i]
-        if ok[i]:
-            current.append(i)
-    close()
     return out
 
 
