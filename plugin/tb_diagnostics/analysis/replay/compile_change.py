@@ -171,17 +171,22 @@ def compile_regions(analysis: SpanAnalysis) -> list[Region]:
         on = lanes == lane
         seg[on] = np.searchsorted(np.sort(m.start[b]), m.start[ops[on]], side="right")
     inner = launching_op(analysis)
-    op_index = {int(r): i for i, r in enumerate(ops.tolist())}
-    acts_of: dict[int, list[int]] = {}
-    for i in cand.tolist():
-        acts_of.setdefault(op_index[int(top[i])], []).append(i)
+    # Each op's activities, in activity order (a sort by op, not a dict per kernel).
+    op_of = np.searchsorted(ops, top[cand].astype(np.int64))
+    by_op = np.argsort(op_of, kind="stable")
+    cut = np.searchsorted(op_of[by_op], np.arange(ops.shape[0] + 1))
+    acts_sorted = cand[by_op]
+    acts_of = {k: acts_sorted[cut[k]:cut[k + 1]] for k in range(ops.shape[0])}
     fused_family = _fused_families(analysis, inner)
     out: list[Region] = []
     keys = np.stack([lanes, win, seg], axis=1)
     _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    # The ops of each group, by start (stable): one sort, not a scan of every op per group.
+    grouped = np.lexsort((m.start[ops], group))
+    g_cut = np.searchsorted(group[grouped], np.arange(int(group.max()) + 2))
     for g in range(int(group.max()) + 1):
-        members = np.flatnonzero(group.reshape(-1) == g)
-        members = members[np.argsort(m.start[ops[members]], kind="stable")]
+        members = grouped[g_cut[g]:g_cut[g + 1]]
         out.append(_region(analysis, ops, members, acts_of, inner, fused_family,
                            int(lanes[members[0]]), int(win[members[0]])))
     out.sort(key=lambda r: (r.lane, float(m.start[r.ops[0]])))
@@ -200,38 +205,35 @@ def _fused_families(analysis: SpanAnalysis, inner: np.ndarray) -> np.ndarray:
 
 
 def _region(analysis: SpanAnalysis, ops: np.ndarray, members: np.ndarray,
-            acts_of: dict[int, list[int]], inner: np.ndarray, fused: np.ndarray,
+            acts_of: dict[int, np.ndarray], inner: np.ndarray, fused: np.ndarray,
             lane: int, window: int) -> Region:
     m = analysis.model
     acts = m.device_activity_rows
-    mine = np.asarray(sorted(i for k in members.tolist() for i in acts_of[k]), dtype=np.int64)
-    owner = {i: j for j, k in enumerate(members.tolist()) for i in acts_of[int(k)]}
+    parts = [acts_of[int(k)] for k in members.tolist()]
+    mine = np.concatenate(parts).astype(np.int64)
+    owner = np.repeat(np.arange(members.shape[0]), [p.shape[0] for p in parts])
+    by_act = np.argsort(mine, kind="stable")
+    mine, owner = mine[by_act], owner[by_act]
     keep = np.zeros(members.shape[0])
-    generated = extern = 0
     # A run of generated kernels per stream, in the order they ran: one kernel each.
-    order = mine[np.lexsort((m.start[acts[mine]], m.stream[acts[mine]]))]
-    prev_stream, in_run = None, False
-    extern_ops: set[int] = set()
-    for i in order.tolist():
-        stream = int(m.stream[acts[i]])
-        if stream != prev_stream:
-            in_run = False
-        prev_stream = stream
-        if fused[i]:
-            if not in_run:
-                generated += 1
-                keep[owner[i]] += GENERATED_LAUNCH_US + WRAPPER_US
-            in_run = True
-            continue
-        in_run = False
-        # An extern call: its launching op's host time, once per op call.
-        op = int(inner[i]) if inner[i] >= 0 else int(ops[members[owner[i]]])
-        if op not in extern_ops:
-            extern_ops.add(op)
-            extern += 1
-            keep[owner[i]] += float(m.dur[op]) + WRAPPER_US
+    ran = np.lexsort((m.start[acts[mine]], m.stream[acts[mine]]))
+    order, owner = mine[ran], owner[ran]
+    stream, gen = m.stream[acts[order]], fused[order]
+    after_gen = np.zeros(order.shape[0], dtype=bool)  # the kernel before: generated, same stream
+    after_gen[1:] = gen[:-1] & (stream[1:] == stream[:-1])
+    run_first = gen & ~after_gen
+    # An extern call: its launching op's host time, once per op call (its first kernel).
+    op = np.where(inner[order] >= 0, inner[order], ops[members[owner]]).astype(np.int64)
+    ext = np.flatnonzero(~gen)
+    ext = ext[np.sort(np.unique(op[ext], return_index=True)[1])]
+    cost = np.zeros(order.shape[0])
+    cost[run_first] = GENERATED_LAUNCH_US + WRAPPER_US
+    cost[ext] = m.dur[op[ext]] + WRAPPER_US
+    at = np.sort(np.concatenate([np.flatnonzero(run_first), ext]))
+    np.add.at(keep, owner[at], cost[at])  # in the order the kernels ran: the same sums
     return Region(lane=lane, window=window, ops=ops[members], keep_us=keep,
-                  activities=mine, generated=generated, extern=extern)
+                  activities=mine, generated=int(np.count_nonzero(run_first)),
+                  extern=int(ext.shape[0]))
 
 
 def _removed(analysis: SpanAnalysis, regions: list[Region],
@@ -240,23 +242,35 @@ def _removed(analysis: SpanAnalysis, regions: list[Region],
     ``k``, from the op's start on; what an op's own time cannot hold is kept from the
     time after it, so a region keeps its whole budget where its span allows)."""
     m = analysis.model
-    starts: dict[int, list[float]] = {}
-    ends: dict[int, list[float]] = {}
+    starts: dict[int, list[np.ndarray]] = {}
+    ends: dict[int, list[np.ndarray]] = {}
     for r, k in zip(regions, keep, strict=True):
-        s = m.start[r.ops].astype(float).tolist()
-        seg_end = [*s[1:], float(m.end[r.ops].max())]
-        carry = 0.0
-        cs, ce = starts.setdefault(r.lane, []), ends.setdefault(r.lane, [])
-        for a, b, want in zip(s, seg_end, k.tolist(), strict=True):
-            want += carry
-            kept = min(want, b - a)
-            carry = want - kept
-            if a + kept < b:
-                cs.append(a + kept)
-                ce.append(b)
+        s = m.start[r.ops].astype(np.float64)
+        seg_end = np.append(s[1:], float(m.end[r.ops].max()))
+        room = seg_end - s
+        want = k.astype(np.float64)  # a copy: the carries go into it
+        # What an op cannot hold carries to the next: walked one op at a time only from
+        # an op whose own budget overflows, until the carry is spent (elsewhere it is 0).
+        done = 0
+        for i in np.flatnonzero(want > room).tolist():
+            if i < done:
+                continue
+            carry = 0.0
+            while i < want.shape[0]:
+                w = float(want[i]) + carry
+                want[i] = w
+                carry = w - min(w, float(room[i]))
+                i += 1
+                if carry == 0.0:
+                    break
+            done = i
+        kept = np.minimum(want, room)
+        left = s + kept < seg_end
+        starts.setdefault(r.lane, []).append((s + kept)[left])
+        ends.setdefault(r.lane, []).append(seg_end[left])
     out = {}
     for lane in starts:
-        s, e = np.asarray(starts[lane]), np.asarray(ends[lane])
+        s, e = np.concatenate(starts[lane]), np.concatenate(ends[lane])
         order = np.argsort(s, kind="stable")
         iv = union_sorted(s[order], e[order])
         if iv.total > 0:
