@@ -55,7 +55,10 @@ def launch_resources(intern: Interner, args: list) -> np.ndarray:
     if [a.registers for a in args].count(NO_RAW) == n and \
             [a.shared_memory for a in args].count(NO_RAW) == n:
         return constant(NO_ID, n, np.int32)
-    return intern.raw([_launch_resources(a) for a in args], compact=True)
+    # Composed for the events that record any (the kernels), not called for every event.
+    return intern.raw([b"" if a.registers is NO_RAW and a.shared_memory is NO_RAW
+                       and a.occupancy is NO_RAW else _launch_resources(a) for a in args],
+                      compact=True)
 
 
 def join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:
