@@ -383,3 +383,26 @@ def test_the_critical_path_frame_has_one_row_per_segment(tmp_path):
         assert s["path_host_us"] == s["critical_path"]["by_kind"]["host"]  # steps(), flat
     one = report.critical_path_frame(step=2)
     assert set(one["step"]) == {2} and len(one) == (df["step"] == 2).sum()
+
+
+ODD_TRACES = {
+    # A device activity and no host event at all (no thread, no timepoint: nothing binds).
+    "kernel_only": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0,
+                     "dur": 10, "args": {"stream": 7, "device": 0}}],
+    # A step that holds one op and a step number no integer type holds.
+    "absurd_step": [{"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 0,
+                     "dur": 100, "name": "ProfilerStep#99999999999999999999999"},
+                    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
+                     "ts": 10, "dur": 50}],
+    "python_only": [{"ph": "X", "cat": "python_function", "name": "a.py(1): f", "pid": 1,
+                     "tid": 1, "ts": 0, "dur": 10, "args": {"Python id": 1}}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD_TRACES))
+def test_odd_traces_get_a_path_their_walls_long(tmp_path, name):
+    # Empty columns (no host timepoint, no launch) once raised IndexError here and cost the
+    # file its whole report.
+    path = tmp_path / f"{name}.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": ODD_TRACES[name]}))
+    check_paths(SpanAnalysis(load_trace(str(path))))

@@ -71,6 +71,16 @@ def constant(value: Any, n: int, dtype: Any) -> np.ndarray:
     return np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
 
 
+def gather(values: np.ndarray, idx: np.ndarray, fill: Any) -> np.ndarray:
+    """``values[idx]`` where ``idx >= 0``, ``fill`` where it is negative (no match, no
+    predecessor); safe when ``values`` is empty (a trace with no row of that kind), where
+    ``values[np.maximum(idx, 0)]`` raises."""
+    idx = np.asarray(idx)
+    if values.shape[0] == 0:
+        return np.full(idx.shape, fill, dtype=np.result_type(values.dtype, np.asarray(fill)))
+    return np.where(idx >= 0, values[np.maximum(idx, 0)], fill)
+
+
 def take(column: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``column[order]``; a constant column stays a constant view."""
     if column.ndim == 1 and column.strides == (0,):

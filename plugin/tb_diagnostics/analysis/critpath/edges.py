@@ -45,6 +45,7 @@ from tb_diagnostics.analysis.replay.graph import (
     replay_graph,
 )
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.trace.columns import gather
 from tb_diagnostics.trace.model import NO_ID
 
 #: Segment kinds, as codes and as the JSON names them.
@@ -131,7 +132,7 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     same = h_lane[by_lane[1:]] == h_lane[by_lane[:-1]]
     prev[by_lane[1:][same]] = by_lane[:-1][same]
     has_prev = prev >= 0
-    prev_t = np.where(has_prev, h_time[np.maximum(prev, 0)], np.nan)
+    prev_t = gather(h_time, prev, np.nan)
 
     # Host order: the time since the previous timepoint on the thread.
     pred[:n_h] = prev
@@ -190,12 +191,12 @@ def _activity_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     cands = []
     if g.a_launch.size:
         ok = g.a_launch >= 0
-        t = np.where(ok, g.h_time[np.maximum(g.a_launch, 0)], -np.inf)
+        t = gather(g.h_time, g.a_launch, -np.inf)
         cands.append((t, t + g.launch_latency_us, g.a_launch,
                       np.where(ok, m.launcher[acts], acts)))
     for other in (g.a_prev, g.a_cross):
         ok = other >= 0
-        t = np.where(ok, a_end[np.maximum(other, 0)], -np.inf)
+        t = gather(a_end, other, -np.inf)
         cands.append((t, t + g.stream_gap_us, np.where(ok, n_h + other, NO_ID), acts))
     score = np.stack([c[1] for c in cands])
     best = np.argmax(score, axis=0)

@@ -14,6 +14,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.critpath.edges import COMM, HOST, INPUT
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.trace.columns import gather
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,9 @@ def _minus(s: np.ndarray, e: np.ndarray, r: np.ndarray, cut_s: np.ndarray,
     a, b = pts[:-1], pts[1:]
     mid = (a + b) / 2
     k = np.searchsorted(s, mid, side="right") - 1
-    inside = (k >= 0) & (mid < e[np.maximum(k, 0)])
+    inside = mid < gather(e, k, -np.inf)
     c = np.searchsorted(cut_s, mid, side="right") - 1
-    cut = (c >= 0) & (mid < cut_e[np.maximum(c, 0)])
+    cut = mid < gather(cut_e, c, -np.inf)
     keep = inside & ~cut
     return a[keep], b[keep], r[k[keep]]
 

@@ -30,6 +30,7 @@ from tb_diagnostics.analysis.critpath.labels import host_labels, other_threads_c
 from tb_diagnostics.analysis.critpath.names import host_names
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.columns import gather
 from tb_diagnostics.trace.model import NO_ID
 
 
@@ -124,8 +125,9 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     # before the window's end.
     on = np.flatnonzero(e.h_lane == lane)
     at = np.searchsorted(e.h_time[on], hi, side="left") - 1
-    v_pred = np.where(at >= 0, on[np.maximum(at, 0)], NO_ID).astype(np.int64)
-    v_t0 = np.where(v_pred >= 0, e.h_time[np.maximum(v_pred, 0)], np.nan)
+    # (a thread with no timepoint at all: nothing binds the host's end)
+    v_pred = gather(on, at, NO_ID).astype(np.int64)
+    v_t0 = gather(e.h_time, v_pred, np.nan)
     pred = np.concatenate([e.pred, v_pred])
     t0 = np.concatenate([e.t0, np.full((e.t0.shape[0], n_steps), np.nan)], axis=1)
     t0[0, n_nodes:] = v_t0

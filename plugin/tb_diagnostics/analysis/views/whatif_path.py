@@ -40,6 +40,7 @@ from tb_diagnostics.analysis.intervals import Intervals, length_before, union
 from tb_diagnostics.analysis.path_clause import Charged, charge, segment_indices
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.trace.columns import gather
 
 #: Names a card says it shortens, the most first.
 TOP_NAMES = 3
@@ -96,7 +97,7 @@ def _overlap(iv_start: np.ndarray, iv_end: np.ndarray, s: np.ndarray,
 def _covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
     """Whether each time lies inside one of the intervals."""
     k = np.searchsorted(iv.start, t, side="right") - 1
-    return (k >= 0) & (t < iv.end[np.maximum(k, 0)])
+    return t < gather(iv.end, k, -np.inf)
 
 
 def _freed_waits(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.ndarray]:
@@ -142,7 +143,7 @@ def segment_cuts(analysis: SpanAnalysis, change: Change,
     # Host time: a host-kind segment of a host call (a launch latency is named after its
     # launch call, but it is the device's wait, not the host's time).
     host_time = is_host & ((kind == HOST) | (kind == INPUT) | (kind == COMM))
-    lanes = np.where(host_time, m.lane[np.maximum(rows, 0)], -1)
+    lanes = np.where(host_time, gather(m.lane, rows, -1), -1)
     for lane, iv in change.removed_host.items():
         on = np.flatnonzero(lanes == lane)
         if on.size and len(iv):
