@@ -173,18 +173,11 @@ class DataProvider:
             params = ViewParams.from_query(args)
         except ViewParamError as exc:
             raise BadRequest(str(exc)) from None
-        now = self._locate(run, worker, span)
-        if now.problem:
-            return 200, _error(self.loader.refuse(now.file, now.problem))
-        got = self.loader.get(now.file, need_analysis=True)
-        if isinstance(got, Progress):
-            return 202, {"status": "loading", "progress": got.to_dict()}
-        if got.error:
-            return 200, _error(got)
-        if got.analysis is None:  # evicted between the two looks: reload
-            return 202, {"status": "loading", "progress": Progress(file=now.file).to_dict()}
+        code, got = self._analysis(run, worker, span)
+        if isinstance(got, dict):  # loading, or an error
+            return code, got
         try:
-            doc = views[name].document(got.analysis, params)
+            doc = views[name].document(got, params)
         except ViewParamError as exc:
             raise BadRequest(str(exc)) from None
         return 200, {"status": "ready", "view": name, **doc}
