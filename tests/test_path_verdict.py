@@ -58,8 +58,8 @@ def test_a_host_bound_span_says_the_op_its_steps_wait_on(tmp_path):
     report = {"logdir": "log", "notes": [], "runs": [{"run": "run", "workers": [
         {"worker": "w", "spans": [doc]}]}]}
     assert f"verdict: {headline(doc)}" in render_text(report)
-    assert "mostly in \\`aten::add\\_\\` dispatch inside \\`forward\\`" in \
-        render_markdown(report)
+    # The names quoted in backticks render as code in Markdown (report.text.md_prose).
+    assert "mostly in `aten::add_` dispatch inside `forward`" in render_markdown(report)
     assert "mostly in `aten::add_` dispatch inside `forward`" in render_html(report)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from typing import Any
 
+from tb_diagnostics.names import short_name
 from tb_diagnostics.output import displayable
 from tb_diagnostics.report.critical_path import critical_path_lines
 
@@ -236,10 +238,48 @@ def md_code(text: Any) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
+#: A name the report's sentences quote as code (``in `aten::add_` dispatch``): opened at
+#: the start or after a space or bracket, closed before a space, punctuation or the end,
+#: so a backtick inside the name does not close it.
+_MD_QUOTED = re.compile(r"(?<![^\s(\[])`(.+?)`(?=$|[\s.,;:)\]'’!?…])")
+
+
+def md_prose(text: Any) -> str:
+    """A sentence of the report for Markdown: the names it quotes in backticks as code
+    spans (:func:`md` alone would print the backticks), the rest escaped as :func:`md`
+    escapes it."""
+    s = str(text)
+    out, at = [], 0
+    for m in _MD_QUOTED.finditer(s):
+        out.append(md(s[at:m.start()]))
+        out.append(md_code(m.group(1)))
+        at = m.end()
+    out.append(md(s[at:]))
+    return "".join(out)
+
+
+def _md_path_cell(s: dict[str, Any]) -> str:
+    """The steps table's "critical path" cell: what the step's end waits on, by kind (the
+    largest first), and the op it waits on most: ``host 72%, device 20% · most in
+    `aten::add_` (host)``."""
+    cp = s.get("critical_path")
+    if not cp or not cp.get("total_us"):
+        return "—"
+    total = cp["total_us"]
+    kinds = sorted(((k, v) for k, v in cp["by_kind"].items() if v > 0), key=lambda kv: -kv[1])
+    cell = md(", ".join(f"{k} {_pct(v / total)}" for k, v in kinds))
+    top = (cp.get("by_op") or [None])[0]
+    if top:
+        # GitHub splits a table row at a bare | even inside a code span; \| it keeps.
+        name = md_code(short_name(top["op"], 40)).replace("|", "\\|")
+        cell += f" · most in {name} ({md(top['kind'])})"
+    return cell
+
+
 def _md_finding(f: dict[str, Any], span: dict[str, Any] | None, shown: bool = True) -> str:
     subject = f" · {md_code(f['subject'])}" if shown and f.get("subject") else ""
     save = saving_text(f, span)
-    return (f"- **{md(f['severity'])}** {md_code(f['rule'])}{subject}: {md(f['message'])}"
+    return (f"- **{md(f['severity'])}** {md_code(f['rule'])}{subject}: {md_prose(f['message'])}"
             + (f" ({md(save)})" if save else ""))
 
 
@@ -253,7 +293,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         out.append("")
         out.append(f"*{md(_device(span))}* — file {md_code(span['file'])}")
         out.append("")
-        out.append(f"**Verdict:** {md(headline(span))}")
+        out.append(f"**Verdict:** {md_prose(headline(span))}")
         out.append("")
         for err in span["errors"]:
             out.append(f"> **Error:** {md(err)}")
@@ -263,11 +303,15 @@ def render_markdown(doc: dict[str, Any]) -> str:
             out.append("")
         if span["steps"]:
             cols = _columns(span)
-            out.append("| " + " | ".join(md(c) for c in cols) + " |")
+            # The critical path's split per step (the text report prints it in lines).
+            path = any(s.get("critical_path") for s in span["steps"])
+            heads = [md(c) for c in cols] + (["critical path"] if path else [])
+            out.append("| " + " | ".join(heads) + " |")
             out.append("|" + "|".join("---" if c in TEXT_COLUMNS and c != "step" else "--:"
-                                       for c in cols) + "|")
+                                       for c in cols) + ("|---" if path else "") + "|")
             for s in span["steps"]:
-                out.append("| " + " | ".join(md(v) for v in _row(s, cols)) + " |")
+                cells = [md(v) for v in _row(s, cols)] + ([_md_path_cell(s)] if path else [])
+                out.append("| " + " | ".join(cells) + " |")
             out.append("")
         summary = roofline_summary(span)
         if summary is not None:
@@ -288,8 +332,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             out.append("**What if** (replayed; saving per warm step, walls of the step named)")
             out.append("")
             for line, sub in projections:
-                out.append(f"- {md(line)}")
-                out.extend(f"  - {md(x)}" for x in sub)
+                out.append(f"- {md_prose(line)}")
+                out.extend(f"  - {md_prose(x)}" for x in sub)
             out.append("")
         if span["findings"]:
             out.append("**Findings**")
