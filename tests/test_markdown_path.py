@@ -84,7 +84,7 @@ def test_the_steps_table_has_each_steps_critical_path(tmp_path):
 def test_an_op_name_with_a_pipe_and_a_backtick_keeps_the_table_whole(tmp_path):
     b = TraceBuilder(tmp_path / "log" / "run")
     _host_steps(b, "my|op`x")
-    doc, report = _report(b, tmp_path / "log")
+    _, report = _report(b, tmp_path / "log")
     out = render_markdown(report)
     head, *rows = _table(out)
     assert rows and all(len(r) == len(head) for r in rows)

@@ -19,13 +19,15 @@ if TYPE_CHECKING:
     from tb_diagnostics.cache import TraceCache
     from tb_diagnostics.logdir import LogDir
 
-#: The first columns of :meth:`Report.steps`, in this order; the step's other keys follow.
+#: The first columns of :meth:`Report.steps_frame`, in this order (present in every frame,
+#: NaN where no step has them); the steps' other keys follow.
 STEP_COLUMNS = ("run", "worker", "span", "file", "rank", "step", "start_us", "wall_us",
                 "device_busy_us", "device_busy", "compute_busy_us", "compute_busy",
                 "exposed_collective_us", "verdict", "verdict_reason", "main_idle_cause", "cold",
-                "backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us",
+                "stub", "backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us",
                 "backlog_trend", "launch_queue_us", "host_period_us", "device_work_us",
-                "host_blocked_us", "host_limited")
+                "host_blocked_us", "host_limited", "path_host_us", "path_input_us",
+                "path_device_us", "path_comm_us", "path_latency_us")
 #: The first columns of :meth:`Report.findings`.
 FINDING_COLUMNS = ("run", "worker", "span", "file", "rule", "severity", "title", "message",
                    "steps", "savings_us")
@@ -63,13 +65,18 @@ class ReportFrames:
         runs), then every key of the step in the document (``step``, ``start_us``,
         ``wall_us``, ``device_busy_us``, ``device_busy``, ``compute_busy_us``,
         ``compute_busy`` (what the verdict reads), ``verdict``, ``verdict_reason``,
-        ``main_idle_cause``, ``cold``, the launch backlog's keys, ``flags``,
-        ``flop_utilisation``…), with the idle causes flattened (``input_us``, ``sync_us``,
-        ``launch_us``, ``other_us``, ``profiler_us``, ``compile_us``, ``module_load_us``…).
-        Where an idle key is also a step key (``comm_us``, the step's
-        communication time), the idle one is prefixed: ``idle_comm_us``. The critical
-        path's split is flattened too: ``path_host_us``, ``path_input_us``,
-        ``path_device_us``, ``path_comm_us``, ``path_latency_us``.
+        ``main_idle_cause``, ``cold``, ``stub`` (True for the empty last step the
+        profiler's last ``step()`` opened: neither warm nor cold, judged by nothing), the
+        launch backlog's keys, ``flags``, ``flop_utilisation``, ``critical_path`` (the
+        step's bounded path: ``total_us``, ``by_kind``, its longest ``segments``;
+        :meth:`critical_path_frame` gives one row per segment)…), with the idle causes
+        flattened (``input_us``, ``sync_us``, ``launch_us``, ``other_us``, ``profiler_us``,
+        ``compile_us``, ``module_load_us``…). Where an idle key is also a step key
+        (``comm_us``, the step's communication time), the idle one is prefixed:
+        ``idle_comm_us``. The critical path's split is flattened too: ``path_host_us``,
+        ``path_input_us``, ``path_device_us``, ``path_comm_us``, ``path_latency_us`` (they
+        add up to the path's ``total_us``, the step's wall within 1 %; in
+        :meth:`steps_frame` NaN for a step of a document without paths).
         """
         out = []
         for run, worker, span in self._spans():
