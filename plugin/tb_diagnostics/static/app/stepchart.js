@@ -37,11 +37,16 @@ export function isCold(s) {
 /**
  * The y scale (ms): set by the warm steps, so a cold first step 50× longer
  * does not flatten them. Bars above it are clipped (drawn with a break and
- * their real value).
+ * their real value). The trailing stub (`stub`: the empty step the profiler's last
+ * step() opened, neither warm nor cold) is left out like a cold step: where the real
+ * steps are all cold, its 27 µs alone would set the scale and clip every real bar.
+ * Without a warm step the real ones set it; only a span of nothing but stubs is
+ * scaled to them.
  */
 export function yScale(steps) {
-  const warm = steps.filter((s) => !isCold(s));
-  const walls = (warm.length ? warm : steps).map((s) => s.wall_us).sort((a, b) => a - b);
+  const real = steps.filter((s) => !s.stub);
+  const warm = real.filter((s) => !isCold(s));
+  const walls = (warm.length ? warm : real.length ? real : steps).map((s) => s.wall_us).sort((a, b) => a - b);
   if (!walls.length) return { max: 1, clipped: [] };
   const n = walls.length;
   const median = n % 2 ? walls[(n - 1) / 2] : (walls[n / 2 - 1] + walls[n / 2]) / 2;
