@@ -56,20 +56,29 @@ export class SpanMode {
     return this.app.summary?.steps[this.app.stepIndex] || null;
   }
 
-  setMode(mode) {
+  /** `fetch` false: a span not loaded yet is left to the caller (setData → stepChanged). */
+  setMode(mode, { fetch = true } = {}) {
     const v = this.view;
     v.mode = mode;
     this.modeSel.value = mode;
     this.strip.style.display = mode === "span" ? "block" : "none";
     v.root.dataset.mode = mode;
+    // In the URL (state.js): a shared link opens the same view.
+    this.app.setState({ timeline: mode === "span" ? "span" : null });
     if (mode === "span") {
       if (this.data && this.key === this.spanKey()) v.show(this.data, [], this.savedView);
-      else this.load(null);
+      else if (fetch) this.load(null);
     } else {
       this.savedView = this.data ? [v.t0, v.t1] : null;
       this.abort?.abort();
       if (v.stepData) v.show(v.stepData, v.stepFocus || []);
     }
+  }
+
+  /** The mode the URL names (a shared link, a pasted hash), as a step's timeline arrives. */
+  follow() {
+    const want = this.app.state.timeline === "span" ? "span" : "step";
+    if (want !== this.view.mode) this.setMode(want, { fetch: false });
   }
 
   /** A step was selected elsewhere (or the span changed) while the span is shown. */

@@ -1,5 +1,6 @@
-// What is selected (run, worker, span, step, finding, timeline zoom), kept in the URL so a
-// link can be shared. The tab lives in an iframe whose own URL the user never
+// What is selected (run, worker, span, step, finding, timeline zoom and mode, the
+// critical-path highlight), kept in the URL so a link can be shared. The tab lives in
+// an iframe whose own URL the user never
 // sees, so the state goes into TensorBoard's URL hash as p.diagnostics.<key>,
 // the place TensorBoard's plugin API (experimental.GetURLPluginData) reads
 // plugin data from. The iframe is same-origin; if the parent is out of
@@ -16,7 +17,9 @@ const BYTES = ".bytes";
 // zoom: the timeline's visible range "t0,t1" in µs since the trace's first
 // event, so it means the same on any machine with the same log dir.
 // compare: the baseline run the selected run is compared with (the compare view).
-export const KEYS = ["run", "worker", "span", "step", "finding", "zoom", "compare"];
+// timeline: "span" while the timeline card shows the whole span (spantl.js; absent: the
+// step). path: "on" while the timeline highlights the step's critical path (tlpath.js).
+export const KEYS = ["run", "worker", "span", "step", "finding", "zoom", "compare", "timeline", "path"];
 
 function hostLocation() {
   try {

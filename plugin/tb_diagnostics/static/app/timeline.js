@@ -53,6 +53,7 @@ export class TimelineView {
     this.path.setStep(path);
     this.stepData = tl;
     this.stepFocus = focusRows;
+    this.span?.follow(); // the mode the URL names (spantl.js)
     if (this.span && this.mode === "span") {
       if (!focusRows.length) {
         this.span.stepChanged();

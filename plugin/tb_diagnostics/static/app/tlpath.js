@@ -28,6 +28,8 @@ export class PathLayer {
     this.on = false;
     this.cp = null;
     this.placed = null;
+    // The tab's controller (none for a bare timeline): its state, in the URL, keeps the toggle.
+    this.app = view.span?.app || null;
     this.button = h("button", {
       class: "tl-path", "aria-pressed": "false", onclick: () => this.toggle(),
       title: "highlight the selected step's critical path: what its end waits on (c)",
@@ -46,6 +48,8 @@ export class PathLayer {
     this.cp = cp || null;
     this.placed = null;
     this.button.disabled = !this.cp;
+    // What the URL says (a shared link, a pasted hash), before the step is drawn.
+    if (this.app) this.mark(this.app.state.path === "on");
   }
 
   active() {
@@ -53,10 +57,15 @@ export class PathLayer {
     return this.on && !!this.cp && v.mode !== "span" && !!v.tl && v.tl.mode !== "span";
   }
 
-  toggle(on = !this.on) {
+  mark(on) {
     this.on = on;
     this.button.setAttribute("aria-pressed", String(on));
     this.view.root.dataset.path = on ? "on" : "off";
+  }
+
+  toggle(on = !this.on) {
+    this.mark(on);
+    this.app?.setState({ path: on ? "on" : null });
     if (!this.view.tl) return;
     this.view.describe();
     this.view.draw();
