@@ -23,8 +23,9 @@ def add_launch_queue(doc: dict[str, Any], analysis: SpanAnalysis) -> None:
         load_windows = set(analysis.activity_step[acts.searchsorted(loads.acts)].tolist())
     else:
         load_windows = {0} if len(loads) else set()
+    fields = backlog.all_step_fields()  # the columns once: per step it was a pass each
     for k, (step, w) in enumerate(zip(doc["steps"], analysis.windows, strict=True)):
-        step.update(backlog.step_fields(k))
+        step.update(fields[k])
         if k in load_windows:
             step["flags"].append("module-load")
         if w.verdict_by == "launch-backlog":  # the analysis decided it; here only the words

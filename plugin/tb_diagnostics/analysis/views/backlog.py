@@ -31,6 +31,7 @@ time, not by the busy device (``SpanAnalysis.windows``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -53,7 +54,9 @@ TREND_SHARE = 0.1
 
 @dataclass(frozen=True)
 class LaunchBacklog:
-    """Per step window (one window for a span without steps): the launch queue."""
+    """Per step window (one window for a span without steps): the launch queue. The
+    derived columns are computed once (``cached_property``): read per step, a property
+    recomputed over every step made the step documents quadratic in the steps."""
 
     host_start: np.ndarray  # µs, the step's host window
     host_end: np.ndarray
@@ -72,24 +75,24 @@ class LaunchBacklog:
     def __len__(self) -> int:
         return int(self.host_start.shape[0])
 
-    @property
+    @cached_property
     def host_period_us(self) -> np.ndarray:
         """The host's time for each step: one step issued every so many µs."""
         return self.host_end - self.host_start
 
-    @property
+    @cached_property
     def host_issue_us(self) -> np.ndarray:
         """The host's time for each step without its waits on the device (syncs) and on
         other ranks (collectives) and its one-time costs (compiling, loading modules): the
         time it takes, in steady state, to issue the step's work."""
         return np.maximum(self.host_period_us - self.host_not_issuing_us, 0.0)
 
-    @property
+    @cached_property
     def change_us(self) -> np.ndarray:
         """Queued device work at the step's end minus at its start."""
         return self.backlog_end_us - self.backlog_start_us
 
-    @property
+    @cached_property
     def host_limited(self) -> np.ndarray:
         """Bool per step: the device drains work queued earlier and the host issues less
         than the device consumes; in steady state the host is the limit. A host that
@@ -101,7 +104,7 @@ class LaunchBacklog:
         return ((self.backlog_start_us > 0) & (work <= HOST_LIMITED_RATIO * period)
                 & (deficit >= MIN_DEFICIT_US) & (shrink >= DRAIN_SHARE * deficit))
 
-    @property
+    @cached_property
     def device_limited(self) -> np.ndarray:
         """Bool per step: the queue grows across the step; the device is the limit."""
         return self.change_us >= np.maximum(TREND_SHARE * self.host_period_us, 1e-9)
@@ -116,6 +119,29 @@ class LaunchBacklog:
         if -self.change_us[k] >= TREND_SHARE * self.host_period_us[k]:
             return "draining"
         return "steady"
+
+    def trends(self) -> list[str | None]:
+        """:meth:`trend` of every step, from the columns at once (one pass, not a pass over
+        every step per step)."""
+        idle = (self.backlog_start_us <= 0) & (self.backlog_end_us <= 0)
+        draining = -self.change_us >= TREND_SHARE * self.host_period_us
+        label = np.where(self.device_limited, "growing",
+                         np.where(draining, "draining", "steady"))
+        return [None if i else t for i, t in zip(idle.tolist(), label.tolist(), strict=True)]
+
+    def all_step_fields(self) -> list[dict[str, object]]:
+        """:meth:`step_fields` of every step: the columns computed once, one dict a step."""
+        queue = self.launch_queue_us.tolist()
+        cols = zip(self.backlog_start.tolist(), self.backlog_end.tolist(),
+                   self.backlog_start_us.tolist(), self.backlog_end_us.tolist(), self.trends(),
+                   queue, self.host_period_us.tolist(), self.device_work_us.tolist(),
+                   self.host_blocked_us.tolist(), self.host_limited.tolist(), strict=True)
+        return [{"backlog_start": int(b0), "backlog_end": int(b1),
+                 "backlog_start_us": round(u0, 3), "backlog_end_us": round(u1, 3),
+                 "backlog_trend": trend, "launch_queue_us": None if q != q else round(q, 3),
+                 "host_period_us": round(period, 3), "device_work_us": round(work, 3),
+                 "host_blocked_us": round(blocked, 3), "host_limited": bool(limited)}
+                for b0, b1, u0, u1, trend, q, period, work, blocked, limited in cols]
 
     def step_fields(self, k: int) -> dict[str, object]:
         """The step document's keys for window ``k``."""

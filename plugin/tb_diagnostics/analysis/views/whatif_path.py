@@ -182,7 +182,8 @@ def path_cut(analysis: SpanAnalysis, change: Change, windows: Sequence[int]) -> 
     cut, freed = segment_cuts(analysis, change, idx)
     n_k = len(KIND_NAMES)
     by = np.bincount(cp.kind[idx], weights=cut, minlength=n_k) if idx.size else np.zeros(n_k)
-    sizes = [int(cp.offsets[k + 1] - cp.offsets[k]) for k in ws]
+    at = np.asarray(ws, dtype=np.int64)
+    sizes = cp.offsets[at + 1].astype(np.int64) - cp.offsets[at].astype(np.int64)
     owner = np.repeat(np.arange(len(ws)), sizes)
     per_window = np.bincount(owner, weights=cut + freed, minlength=len(ws)) if idx.size \
         else np.zeros(len(ws))

@@ -1,0 +1,173 @@
+"""Per-step figures are columns, not numpy calls per step (issue 28, item 3).
+
+A span of 10⁶ tiny steps (``bench/gen_steps.py``) makes every per-step numpy call a
+million calls, and every per-step call that recomputes a column over all the steps a
+quadratic pass: ``LaunchBacklog.step_fields`` read four properties per step, each a pass
+over every step, and the critical-path segments of a set of windows took an ``arange``
+per window. The cost is counted, not timed (as in ``test_linearity_depth``), at N and at
+10·N steps: the numpy calls made (a vectorised pass makes a fixed number whatever the
+steps), and the elements ufuncs read from the backlog's columns (a fixed number of passes
+reads 10x the elements on 10x the steps; a pass over all the steps per step, 100x).
+Each result is checked against the per-step form it replaces.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.trace.load import load_trace_bytes
+
+NUMPY = str(Path(np.__file__).parent)
+#: Base span's steps; the wide one has 10x.
+STEPS = 60
+#: Allowed growth of the numpy calls from the base to 10x its steps: a fixed number of
+#: vectorised passes stays at 1x; a call per step grows 10x.
+GROWTH = 2.0
+
+
+def tiny_steps_trace(steps: int) -> bytes:
+    """``steps`` steps of 10 µs, each an ``aten::add`` launching one 3 µs kernel; every
+    third kernel starts late, so that the launch queue holds work across step ends."""
+    events: list[dict] = []
+    for k in range(steps):
+        t = 1000 + 10 * k
+        late = 8 if k % 3 == 0 else 0
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1,
+             "tid": 1, "ts": t, "dur": 10},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
+             "ts": t + 1, "dur": 6, "args": {"External id": k + 1}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+             "tid": 1, "ts": t + 2, "dur": 3,
+             "args": {"External id": k + 1, "correlation": k + 1}},
+            {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7,
+             "ts": t + 5 + late, "dur": 3,
+             "args": {"device": 0, "stream": 7, "correlation": k + 1}}]
+    return json.dumps({"schemaVersion": 1, "traceEvents": events,
+                       "deviceProperties": [{"id": 0, "name": "Test GPU"}]}).encode()
+
+
+def analysis_of(steps: int) -> SpanAnalysis:
+    return SpanAnalysis(load_trace_bytes(tiny_steps_trace(steps), "steps.pt.trace.json"))
+
+
+def numpy_calls(fn: Callable[[], object]) -> int:
+    """Calls into numpy that ``fn()`` makes: its Python functions, its C functions and
+    array methods (a ufunc or an operator such as ``a - b`` is no call the profiler sees,
+    and counts 0: :class:`Counted` counts those)."""
+    count = 0
+
+    def profiler(frame, event, arg):
+        nonlocal count
+        python = event == "call" and frame.f_code.co_filename.startswith(NUMPY)
+        c = event == "c_call" and (
+            isinstance(getattr(arg, "__self__", None), np.ndarray)
+            or (getattr(arg, "__module__", None) or "").startswith("numpy"))
+        count += python or c
+
+    previous = sys.getprofile()
+    sys.setprofile(profiler)
+    try:
+        fn()
+    finally:
+        sys.setprofile(previous)
+    return count
+
+
+@pytest.fixture(scope="module")
+def spans() -> dict[str, SpanAnalysis]:
+    return {"base": analysis_of(STEPS), "wide": analysis_of(10 * STEPS)}
+
+
+def _launch_queue_doc(a: SpanAnalysis) -> dict:
+    from tb_diagnostics.report.document import step_document
+    from tb_diagnostics.report.launch_queue import add_launch_queue
+
+    doc = {"steps": [step_document(w) for w in a.windows], "notes": []}
+    add_launch_queue(doc, a)
+    return doc
+
+
+class Counted(np.ndarray):
+    """An array that counts the elements every ufunc over it reads (its results count
+    too): a pass over all the steps per step shows as steps² elements."""
+
+    elements = 0
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [x.view(np.ndarray) if isinstance(x, Counted) else x for x in inputs]
+        Counted.elements += max(int(np.size(x)) for x in plain)
+        out = getattr(ufunc, method)(*plain, **kwargs)
+        return out.view(Counted) if isinstance(out, np.ndarray) else out
+
+
+def counted_backlog(a: SpanAnalysis) -> int:
+    """Elements the launch-queue keys of the step documents read from the backlog's
+    columns (the view itself built beforehand, as the span's other readers share it)."""
+    from dataclasses import fields
+
+    from tb_diagnostics.analysis.views.backlog import LaunchBacklog, launch_backlog
+
+    bl = launch_backlog(a)
+    cols = {f.name: getattr(bl, f.name).view(Counted) for f in fields(LaunchBacklog)}
+    a._computed[launch_backlog.__wrapped__] = LaunchBacklog(**cols)
+    Counted.elements = 0
+    _launch_queue_doc(a)
+    return Counted.elements
+
+
+def test_the_launch_queue_fields_read_each_step_a_fixed_number_of_times():
+    # Fresh analyses: the backlog's derived columns are cached on it.
+    touched = {k: counted_backlog(analysis_of(n)) for k, n in
+               (("base", STEPS), ("wide", 10 * STEPS))}
+    # Linear: 10x the steps, 10x the elements (a per-step pass over them: 100x).
+    assert 0 < touched["wide"] <= 1.1 * 10 * touched["base"], touched
+
+
+def test_all_step_fields_equal_the_fields_of_each_step(spans):
+    from tb_diagnostics.analysis.views.backlog import launch_backlog
+
+    a = spans["wide"]
+    bl = launch_backlog(a)
+    fields = bl.all_step_fields()
+    assert fields == [bl.step_fields(k) for k in range(len(bl))]
+    assert [f["backlog_trend"] for f in fields] == [bl.trend(k) for k in range(len(bl))]
+    # The late kernels leave work queued at step ends: the trend is read, not all None.
+    assert {f["backlog_trend"] for f in fields} - {None}
+    assert any(f["backlog_end"] > 0 for f in fields)
+
+
+def test_segment_indices_make_no_numpy_call_per_window(spans):
+    from tb_diagnostics.analysis.critpath import critical_paths
+    from tb_diagnostics.analysis.path_clause import segment_indices
+
+    for a in spans.values():
+        critical_paths(a)
+    calls = {k: numpy_calls(lambda a=a: segment_indices(a, range(len(a.windows))))
+             for k, a in spans.items()}
+    assert calls["wide"] <= GROWTH * calls["base"], calls
+
+
+@pytest.mark.parametrize("pick", ["all", "odd", "reversed", "none", "repeated"])
+def test_segment_indices_equal_the_ranges_of_each_window(spans, pick):
+    from tb_diagnostics.analysis.critpath import critical_paths
+    from tb_diagnostics.analysis.path_clause import segment_indices
+
+    a = spans["base"]
+    cp = critical_paths(a)
+    n = len(a.windows)
+    windows = {"all": list(range(n)), "odd": list(range(1, n, 2)),
+               "reversed": list(range(n))[::-1], "none": [],
+               "repeated": [3, 3, 0, n - 1]}[pick]
+    parts = [np.arange(int(cp.offsets[k]), int(cp.offsets[k + 1])) for k in windows]
+    want = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    got = segment_indices(a, windows)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert pick == "none" or got.size > 0
