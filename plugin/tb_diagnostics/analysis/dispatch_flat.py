@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.dispatch import KIND_LABEL, CallNode
-from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import count_above
 from tb_diagnostics.trace.categories import DEVICE_ACTIVITY_KINDS, Kind
 
@@ -117,8 +117,7 @@ def flat_tree(analysis: SpanAnalysis, index: int) -> FlatTree:
     m = analysis.model
     w = analysis.windows[index]
     step_row = int(w.row)
-    host = m.host_rows
-    host = host[(m.start[host] >= w.host_start) & (m.start[host] < w.host_end)]
+    host = _host_rows_between(analysis, w.host_start, w.host_end)
     host = host[(m.kind[host] != Kind.PYTHON) & (host != step_row)].astype(np.int64)
     acts = analysis.window_activity_rows(index).astype(np.int64)
     n = host.shape[0]
@@ -171,6 +170,25 @@ def flat_tree(analysis: SpanAnalysis, index: int) -> FlatTree:
     a_node = nodes.add(a_pid, m.kind[acts].astype(np.int64), m.name[acts].astype(np.int64),
                        n + np.arange(acts.shape[0], dtype=np.int64))
     return _finish(analysis, nodes, labels, host, acts, node_of, a_node, w)
+
+
+@computed
+def _host_starts(analysis: SpanAnalysis) -> np.ndarray | None:
+    """The host rows' starts, when in order (the model is sorted by start: always), for
+    a window's host rows by bisection; None otherwise."""
+    m = analysis.model
+    start = m.start[m.host_rows]
+    return start if bool(np.all(start[1:] >= start[:-1])) else None
+
+
+def _host_rows_between(analysis: SpanAnalysis, lo: float, hi: float) -> np.ndarray:
+    """The host rows starting in ``[lo, hi)``, in row order: two bisections (a mask over
+    every host row per window read every step's rows once per step: quadratic)."""
+    m = analysis.model
+    host, start = m.host_rows, _host_starts(analysis)
+    if start is None:
+        return host[(m.start[host] >= lo) & (m.start[host] < hi)]
+    return host[np.searchsorted(start, lo, side="left"):np.searchsorted(start, hi, "left")]
 
 
 def _finish(analysis: SpanAnalysis, nodes: _Nodes, labels: dict[int, str],

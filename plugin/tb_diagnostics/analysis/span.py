@@ -272,7 +272,21 @@ class SpanAnalysis:
         acts = self.model.device_activity_rows
         if not len(self.host_steps):
             return acts
-        return acts[self.activity_step == index]
+        order, cut = self._activities_by_window
+        if not 0 <= index < cut.shape[0] - 1:
+            return acts[self.activity_step == index]
+        # A slice of the activities grouped by window (a mask over all of them per
+        # window read every step's activities once per step: quadratic in the steps).
+        return acts[order[cut[index]:cut[index + 1]]]
+
+    @cached_property
+    def _activities_by_window(self) -> tuple[np.ndarray, np.ndarray]:
+        """The activities' positions grouped by window, each window's in row order (a
+        stable sort), and where each window's group starts."""
+        step = self.activity_step
+        order = np.argsort(step, kind="stable")
+        cut = np.searchsorted(step[order], np.arange(len(self.host_steps) + 1), side="left")
+        return order, cut
 
     def call_tree(self, index: int) -> CallNode:
         """The aggregated dispatch tree of window ``index`` (see :mod:`.dispatch`)."""
