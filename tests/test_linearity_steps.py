@@ -171,3 +171,43 @@ def test_segment_indices_equal_the_ranges_of_each_window(spans, pick):
     got = segment_indices(a, windows)
     assert got.dtype == np.int64 and np.array_equal(got, want)
     assert pick == "none" or got.size > 0
+
+
+def test_a_windows_activities_read_no_pass_over_every_step_per_window():
+    touched = {}
+    for label, n in (("base", STEPS), ("wide", 10 * STEPS)):
+        a = analysis_of(n)
+        n_windows = len(a.windows)
+        a.__dict__["activity_step"] = a.activity_step.view(Counted)  # the cached column
+        Counted.elements = 0
+        for k in range(n_windows):
+            a.window_activity_rows(k)
+        touched[label] = Counted.elements
+    # A mask per window read base² and 100x base² elements (3,600 and 360,000).
+    assert touched["wide"] <= 1.1 * 10 * touched["base"] + 10 * STEPS, touched
+
+
+def test_a_windows_activities_equal_the_mask(spans):
+    a = spans["base"]
+    acts = a.model.device_activity_rows
+    for k in [*range(len(a.windows)), -1, len(a.windows), len(a.windows) + 5]:
+        want = acts[a.activity_step == k]
+        got = a.window_activity_rows(k)
+        assert got.dtype == want.dtype and np.array_equal(got, want), k
+    assert sum(a.window_activity_rows(k).size for k in range(len(a.windows))) == acts.size
+
+
+def test_a_windows_host_rows_equal_the_mask(spans):
+    from tb_diagnostics.analysis.dispatch_flat import _host_rows_between
+
+    a = spans["base"]
+    m = a.model
+    host = m.host_rows
+    rng = np.random.default_rng(0)
+    lo_t, hi_t = float(m.start[host].min()), float(m.start[host].max())
+    bounds = [(w.host_start, w.host_end) for w in a.windows]
+    bounds += [tuple(sorted(rng.uniform(lo_t - 5, hi_t + 5, 2))) for _ in range(50)]
+    bounds += [(lo_t, lo_t), (hi_t, hi_t + 1), (hi_t + 1, hi_t + 9)]
+    for lo, hi in bounds:
+        want = host[(m.start[host] >= lo) & (m.start[host] < hi)]
+        assert np.array_equal(_host_rows_between(a, lo, hi), want), (lo, hi)
