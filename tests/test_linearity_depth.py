@@ -12,19 +12,15 @@ one-level-per-pass climbs they replace.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
+from linecount import executed_lines
 
-import tb_diagnostics
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.load import load_trace_bytes
 
-PACKAGE = str(Path(tb_diagnostics.__file__).parent)
 #: Base trace: steps x nesting depth. The deep one is 10x deeper, the wide one has 10x
 #: the steps: both have 10x the base's rows.
 STEPS, DEPTH = 6, 30
@@ -78,26 +74,6 @@ def analysis_of(steps: int, depth: int) -> SpanAnalysis:
     return SpanAnalysis(load_trace_bytes(comb_trace(steps, depth), "comb.pt.trace.json"))
 
 
-def executed_lines(fn: Callable[[], object]) -> int:
-    """Lines of the package's code that ``fn()`` executes."""
-    count = 0
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            count += 1
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename.startswith(PACKAGE) else None
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        fn()
-    finally:
-        sys.settrace(previous)
-    return count
 
 
 def _op_costs(a: SpanAnalysis) -> object:

@@ -14,19 +14,15 @@ from __future__ import annotations
 import gc
 import json
 import random
-import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from linecount import executed_lines
 
-import tb_diagnostics
 from tb_diagnostics.logdir import SpanFile, scan_logdir
 from tb_diagnostics.server.loader import Progress
 from tb_diagnostics.server.present import load_and_summarise
 
-PACKAGE = str(Path(tb_diagnostics.__file__).parent)
 #: Base trace: steps x kernels per step.
 STEPS, PER_STEP = 6, 150
 #: The big traces may cost at most this times the base (10x the kernels or the steps):
@@ -85,30 +81,6 @@ def span_file(logdir: Path) -> SpanFile:
     return f
 
 
-def executed_lines(fn: Callable[[], object]) -> int:
-    """Lines of the package's code that ``fn()`` executes, on every thread."""
-    count = 0
-    lock = threading.Lock()
-
-    def local(frame, event, arg):
-        nonlocal count
-        if event == "line":
-            with lock:
-                count += 1
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename.startswith(PACKAGE) else None
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    threading.settrace(tracer)
-    try:
-        fn()
-    finally:
-        sys.settrace(previous)
-        threading.settrace(None)  # type: ignore[arg-type]
-    return count
 
 
 @pytest.fixture(scope="module")
