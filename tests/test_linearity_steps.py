@@ -211,3 +211,71 @@ def test_a_windows_host_rows_equal_the_mask(spans):
     for lo, hi in bounds:
         want = host[(m.start[host] >= lo) & (m.start[host] < hi)]
         assert np.array_equal(_host_rows_between(a, lo, hi), want), (lo, hi)
+
+
+def removed_per_region(start, end, regions, keep) -> dict:
+    """The former ``compile_change._removed``: the same walk, region by region."""
+    from tb_diagnostics.analysis.intervals import union_sorted
+
+    starts: dict[int, list] = {}
+    ends: dict[int, list] = {}
+    for r, k in zip(regions, keep, strict=True):
+        s = start[r.ops].astype(np.float64)
+        seg_end = np.append(s[1:], float(end[r.ops].max()))
+        room = seg_end - s
+        want = k.astype(np.float64)
+        done = 0
+        for i in np.flatnonzero(want > room).tolist():
+            if i < done:
+                continue
+            carry = 0.0
+            while i < want.shape[0]:
+                w = float(want[i]) + carry
+                want[i] = w
+                carry = w - min(w, float(room[i]))
+                i += 1
+                if carry == 0.0:
+                    break
+            done = i
+        kept = np.minimum(want, room)
+        left = s + kept < seg_end
+        starts.setdefault(r.lane, []).append((s + kept)[left])
+        ends.setdefault(r.lane, []).append(seg_end[left])
+    out = {}
+    for lane in starts:
+        s, e = np.concatenate(starts[lane]), np.concatenate(ends[lane])
+        order = np.argsort(s, kind="stable")
+        iv = union_sorted(s[order], e[order])
+        if iv.total > 0:
+            out[lane] = iv
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compile_change_removed_equals_the_walk_region_by_region(seed):
+    from types import SimpleNamespace
+
+    from tb_diagnostics.analysis.replay.compile_change import Region, _removed
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    start = np.sort(rng.uniform(0, 4000, n))
+    end = start + rng.uniform(0.5, 30, n)
+    rows = rng.permutation(n)
+    regions, keep, at = [], [], 0
+    while at < n - 1:
+        size = int(rng.integers(1, 12))
+        ops = np.sort(rows[at:at + size])
+        at += size
+        regions.append(Region(lane=int(rng.integers(0, 3)), window=0, ops=ops,
+                              keep_us=np.zeros(ops.size), activities=np.zeros(0, np.int64),
+                              generated=0, extern=0))
+        # Budgets that fit, that overflow into the next ops, and that overflow the region.
+        keep.append(rng.uniform(0, 1, ops.size) * rng.choice([1, 20, 400], ops.size))
+    analysis = SimpleNamespace(model=SimpleNamespace(start=start, end=end))
+    got = _removed(analysis, regions, keep)
+    want = removed_per_region(start, end, regions, keep)
+    assert list(got) == list(want) and want
+    for lane in want:
+        assert np.array_equal(got[lane].start, want[lane].start)
+        assert np.array_equal(got[lane].end, want[lane].end)
