@@ -279,3 +279,21 @@ def test_compile_change_removed_equals_the_walk_region_by_region(seed):
     for lane in want:
         assert np.array_equal(got[lane].start, want[lane].start)
         assert np.array_equal(got[lane].end, want[lane].end)
+
+
+def test_compile_change_removed_makes_no_numpy_call_per_region():
+    from types import SimpleNamespace
+
+    from tb_diagnostics.analysis.replay.compile_change import Region, _removed
+
+    def calls(n: int) -> int:
+        start = np.arange(n, dtype=np.float64) * 10
+        model = SimpleNamespace(start=start, end=start + 6)
+        regions = [Region(lane=0, window=k, ops=np.asarray([k]), keep_us=np.zeros(1),
+                          activities=np.zeros(0, np.int64), generated=0, extern=0)
+                   for k in range(n)]
+        keep = [np.asarray([2.0 + 5 * (k % 2)]) for k in range(n)]  # every other overflows
+        return numpy_calls(lambda: _removed(SimpleNamespace(model=model), regions, keep))
+
+    counted = {"base": calls(STEPS), "wide": calls(10 * STEPS)}
+    assert counted["wide"] <= GROWTH * counted["base"], counted
