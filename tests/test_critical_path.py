@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from rules.conftest import SHARED_TRACES, TraceBuilder, shared_analysis
+from rules.conftest import SHARED_TRACES, TraceBuilder, shared_analysis, shared_file_ids
 
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
@@ -186,16 +186,6 @@ def test_the_document_is_bounded_and_the_whole_path_is_there_on_request(tmp_path
 
 
 # ---- every step of every shared trace ---------------------------------------------------
-def _shared_files() -> list[tuple[str, int]]:
-    if not SHARED_TRACES.is_dir():
-        return [("absent", 0)]
-    out = []
-    for run in sorted(p for p in SHARED_TRACES.iterdir() if p.is_dir()):
-        n = len(list(run.glob("*.pt.trace.json*")))
-        out.extend((run.name, i) for i in range(n))
-    return out
-
-
 def check_paths(a: SpanAnalysis) -> None:
     m = a.model
     cp = critical_paths(a)
@@ -221,7 +211,7 @@ def check_paths(a: SpanAnalysis) -> None:
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize(("run", "index"), _shared_files())
+@pytest.mark.parametrize(("run", "index"), shared_file_ids())
 def test_every_shared_step_path_is_its_wall_and_made_of_trace_events(run, index):
     check_paths(shared_analysis(run, index))
 

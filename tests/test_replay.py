@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rules.conftest import SHARED_TRACES, TraceBuilder, shared_analysis
+from rules.conftest import TraceBuilder, shared_analysis, shared_file_ids
 
 from tb_diagnostics.analysis.replay.capture import GRAPH_LAUNCH_US
 from tb_diagnostics.analysis.replay.changes import combine, input_change, sync_change
@@ -17,18 +17,8 @@ def recorded_walls(a) -> np.ndarray:
     return np.asarray([w.wall_us for w in a.windows])
 
 
-def _shared_files() -> list[tuple[str, int]]:
-    if not SHARED_TRACES.is_dir():
-        return [("absent", 0)]
-    out = []
-    for run in sorted(p for p in SHARED_TRACES.iterdir() if p.is_dir()):
-        n = len(list(run.glob("*.pt.trace.json*")))
-        out.extend((run.name, i) for i in range(n))
-    return out
-
-
 @pytest.mark.shared
-@pytest.mark.parametrize(("run", "index"), _shared_files())
+@pytest.mark.parametrize(("run", "index"), shared_file_ids())
 def test_unchanged_replay_reproduces_every_shared_step_within_2_percent(run, index):
     a = shared_analysis(run, index)
     recorded = recorded_walls(a)
@@ -106,7 +96,7 @@ def test_resnet50_num_workers_fix_is_predicted_within_20_percent(cycle):
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize(("run", "index"), _shared_files())
+@pytest.mark.parametrize(("run", "index"), shared_file_ids())
 def test_all_changes_never_beat_the_device_work_they_leave(run, index):
     """A step replayed with every change still holds each stream's remaining work."""
     from tb_diagnostics.analysis.replay.changes import combine

@@ -191,6 +191,18 @@ def shared_file(run_name: str, index: int = 0) -> Path:
     return files[index]
 
 
+def shared_file_ids() -> list[tuple[str, int]]:
+    """(run, index) of every shared trace file, for parametrising over all of them; one
+    ("absent", 0) when ../shared is absent (its test then skips in shared_file)."""
+    if not SHARED_TRACES.is_dir():
+        return [("absent", 0)]
+    out = []
+    for run in sorted(p for p in SHARED_TRACES.iterdir() if p.is_dir()):
+        n = len(list(run.glob("*.pt.trace.json*")))
+        out.extend((run.name, i) for i in range(n))
+    return out
+
+
 _CACHE: dict[tuple[str, int], SpanAnalysis] = {}
 
 
