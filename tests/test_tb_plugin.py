@@ -274,15 +274,19 @@ def test_span_answers_202_with_progress_then_200(client):
 
 
 def test_runs_give_each_loaded_spans_device(client):
-    """The compare picker puts same-device runs first: /runs says each span's device once
-    its summary is loaded (None before: /runs never starts a load to find out)."""
+    """The compare picker puts same-device runs first: /runs says each span's device before
+    any load, from the file's first bytes (these small files are read whole), and the
+    analysis' once its summary is loaded (/runs never starts a load to find out)."""
     def devices():
-        return {s["span"]: s["device"] for s in
-                client.get(f"{BASE}/runs").get_json()["runs"][1]["workers"][0]["spans"]}
+        spans = client.get(f"{BASE}/runs").get_json()["runs"][1]["workers"][0]["spans"]
+        return {s["span"]: (s["device"] and {k: s["device"][k] for k in ("kind", "name", "from")},
+                            s["device_note"]) for s in spans}
 
-    assert devices() == {"100": None, "200": None}
+    read_whole = ({"kind": "cuda", "name": "Test GPU", "from": "trace"}, None)
+    assert devices() == {"100": read_whole, "200": read_whole}
     get_ready(client, SPAN_A)
-    assert devices() == {"100": {"kind": "cuda", "name": "Test GPU"}, "200": None}
+    assert devices() == {"100": ({"kind": "cuda", "name": "Test GPU", "from": "analysis"}, None),
+                         "200": read_whole}
 
 
 def test_step_detail(client):

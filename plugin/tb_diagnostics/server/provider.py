@@ -14,6 +14,7 @@ from tb_diagnostics.analysis import Thresholds
 from tb_diagnostics.analysis.span_timeline import warm as span_timeline_warm
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.logdir import SpanFile
+from tb_diagnostics.server.devices import span_device
 from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader, key_of
 from tb_diagnostics.server.present import load_and_summarise, step_detail
 from tb_diagnostics.server.scan import FileNow, ScanCache, ScanResult, file_now
@@ -110,7 +111,7 @@ class DataProvider:
             {"run": r.name, "workers": [
                 {"worker": w.name, "spans": [
                     {"span": s.span, "file": s.relpath, "size": s.size, "mtime": s.mtime,
-                     "state": self.loader.peek(s), "device": self.loader.device_of(s)}
+                     "state": self.loader.peek(s), **self._device(s)}
                     for s in w.spans]}
                 for w in r.workers]}
             for r in tree.runs
@@ -120,6 +121,13 @@ class DataProvider:
                           "span": e.file.span, "message": e.error}
                          for e in self.loader.errors() if _still_current(e, listed)]
         return out
+
+    def _device(self, f: SpanFile) -> dict[str, Any]:
+        """``device`` (the analysis' once loaded, else the file header's) and
+        ``device_note`` (why there is none), without starting a load."""
+        assert self._scan is not None
+        device, note = span_device(self.loader.device_of(f), self._scan.devices.get(f))
+        return {"device": device, "device_note": note}
 
     def span(self, run: str, worker: str, span: str) -> tuple[int, dict[str, Any]]:
         """The span's summary (200), its load progress (202) or its load error (200)."""

@@ -25,8 +25,12 @@ from dataclasses import dataclass, replace
 
 from tb_diagnostics.errors import LogDirError
 from tb_diagnostics.logdir import LogDir, SpanFile, scan_logdir
+from tb_diagnostics.server.devices import DeviceBook
 from tb_diagnostics.storage import is_local, local_path
 from tb_diagnostics.trace.source import describe_mode
+
+#: Seconds a scan spends reading file headers before it is given out.
+HEADER_BUDGET_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class ScanCache:
         self._lock = threading.Lock()
         self._result: ScanResult | None = None
         self._running: threading.Event | None = None
+        #: Each listed file's device from its header (the compare picker's order).
+        self.devices = DeviceBook()
 
     @property
     def logdir(self) -> str:
@@ -105,11 +111,17 @@ class ScanCache:
             tree, error = None, str(exc)
         except Exception as exc:  # a broken filesystem backend must not kill the tab
             tree, error = None, f"{self._logdir}: cannot list ({type(exc).__name__}: {exc})"
+        # Headers are read before the scan is given out where that is quick (a local log
+        # dir: a few ms a file), so the first /runs already has the devices; what is left
+        # (a slow store) is read after, never holding the listing back for long.
+        finished = tree is None or self.devices.read_missing(tree.files, HEADER_BUDGET_S)
         t1 = time.monotonic()
         with self._lock:
             self._result = ScanResult(logdir=tree, error=error, finished_at=t1, took_s=t1 - t0)
             self._running = None
         done.set()
+        if not finished:
+            self.devices.read_missing(tree.files)
 
 
 @dataclass(frozen=True)
