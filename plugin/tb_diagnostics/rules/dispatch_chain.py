@@ -34,10 +34,12 @@ import numpy as np
 
 from tb_diagnostics.analysis.critpath import critical_paths
 from tb_diagnostics.analysis.dispatch import CallNode, chains
-from tb_diagnostics.analysis.dispatch_flat import FlatTree, flat_tree
+from tb_diagnostics.analysis.dispatch_flat import THREAD, FlatTree, flat_tree
+from tb_diagnostics.analysis.dispatch_forest import FlatForest
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_us, short_name, steps_text
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
+from tb_diagnostics.rules.dispatch_chain_columns import path_chains
 from tb_diagnostics.rules.dispatch_chain_path import heaviest_path_chain
 
 GEMM = re.compile(r"^aten::(?:mm|bmm|addmm|baddbmm|addbmm|matmul|linear|_?convolution"
@@ -154,25 +156,29 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     windows = analysis.windows
     if not windows or analysis.cpu_only:
         return []
-    groups: dict[tuple[str, ...], list[tuple[int, list[CallNode]]]] = {}
-    on_path: dict[int, float] = {}
-    for k in range(len(windows)):
-        chain, on_path[k] = flat_path_chain(analysis, k)
-        if len(chain) < 2:
-            continue
-        key = tuple("step" if n.kind == "step" else f"{n.kind}:{n.name}" for n in chain)
-        groups.setdefault(key, []).append((k, chain))
+    # Every window's chain at once (flat_path_chain per window was half the report on a
+    # span of 10^5 tiny steps): grouped by the chain's (kind, name) levels.
+    pc = path_chains(analysis, GEMM)
+    f = pc.forest
+    valid = np.flatnonzero(pc.length >= 2)
+    if not valid.size:
+        return []
+    nodes = pc.nodes[valid]
+    inv, first = _chain_keys(analysis, f, nodes)
+    size = np.bincount(inv)
+    # Groups in the order their first step comes, the largest first (a stable sort).
+    ordered = np.lexsort((first, -size))[: th.max_chains]
     out = []
-    ordered = sorted(groups.values(), key=lambda g: -len(g))[: th.max_chains]
-    for members in ordered:
-        chain0 = members[0][1]
+    for g in ordered.tolist():
+        members = np.flatnonzero(inv == g)
+        chain0 = [_call_node(analysis, f, int(k)) for k in nodes[members[0]].tolist()
+                  if k >= 0]
         levels = []
         for depth, node in enumerate(chain0):
-            vals = [m[1][depth].device_us if node.kind in _DEVICE else m[1][depth].total_us
-                    for m in members]
-            levels.append(_label(node, float(np.median(vals))))
-        steps = [windows[k].step for k, _ in members]
-        path_us = float(np.median([on_path[k] for k, _ in members]))
+            col = f.device_us if node.kind in _DEVICE else f.total_us
+            levels.append(_label(node, float(np.median(col[nodes[members, depth]]))))
+        steps = [windows[k].step for k in valid[members].tolist()]
+        path_us = float(np.median(pc.on_path[valid[members]]))
         median = " (median per step)" if len(members) > 1 else ""
         where = (f"{median}, the one the critical path runs through ({fmt_us(path_us)} of the "
                  "path on its calls and kernels)" if path_us > 0 else median)
@@ -188,6 +194,38 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
             steps=steps, evidence=ev[:MAX_EVIDENCE], savings_us=None,
             confirm="expand the step in the trace view: the same nesting appears"))
     return out
+
+
+def _chain_keys(analysis: SpanAnalysis, f: FlatForest, nodes: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per chain (a row of ``nodes``, -1 padded): its group by ``(kind, name)`` at every
+    level (the step's name left out: every step's chain starts at a step); and each
+    group's first chain."""
+    safe = np.maximum(nodes, 0)
+    kind = np.where(nodes >= 0, f.kind[safe], -9)
+    sid = f.name[safe]
+    # One code per distinct text: names are compared as text, whatever their string ids.
+    ids = np.unique(sid[(nodes >= 0) & (sid >= 0)])
+    strings = analysis.model.strings
+    text_code: dict[str, int] = {}
+    codes = np.asarray([text_code.setdefault(strings[i], len(text_code))
+                        for i in ids.tolist()], dtype=np.int64)
+    code = np.full(nodes.shape, -9, dtype=np.int64)
+    named = (nodes >= 0) & (sid >= 0)
+    code[named] = codes[np.searchsorted(ids, sid[named])]
+    thread = kind == THREAD
+    code[thread] = f.label[safe[thread]]
+    key = np.concatenate([kind, code], axis=1)
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return inv.ravel(), first
+
+
+def _call_node(analysis: SpanAnalysis, f: FlatForest, node: int) -> CallNode:
+    """Forest node ``node`` as a :class:`CallNode` without children (its first row)."""
+    first = int(f.first_row[node])
+    return CallNode(name=f.name_text(analysis, node), kind=f.kind_label(node),
+                    count=int(f.count[node]), total_us=float(f.total_us[node]),
+                    device_us=float(f.device_us[node]), rows=[first] if first >= 0 else [])
 
 
 RULE = Rule(id="dispatch-chain", title="Dispatch chain", severity="info", check=check,
