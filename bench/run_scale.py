@@ -1,44 +1,53 @@
-"""The scaling benchmark: deep with_stack traces at several sizes, time per MB at each, so a
-superlinear step shows; whole-process and in-process figures, and orjson on the same file,
-in one run.
+"""The scaling benchmark: both kinds of big trace at several sizes and the 10⁶-step span, with
+issue 28's targets checked, from one command that prints the README's scale tables (Markdown).
 
-    python bench/run_scale.py [--sizes 50 500] [--repeat 3] [--base PLUGIN_DIR] [--keep]
-                              [--out bench/out] [--steps 10000 100000] [--million-steps]
+    python bench/run_scale.py [--kinds deep large] [--sizes 50 500 2000] [--repeat 3]
+                              [--steps 1000000] [--timeout 600] [--base PLUGIN_DIR]
+                              [--phases] [--keep] [--out bench/out]
 
-The traces come from ``bench/gen_deep.py`` (a real with_stack profile of a small CNN
-training loop, its steps replicated), made on demand under ``bench/data/`` (gitignored);
-never in CI. 2000 MB is opt-in (``--sizes 50 500 2000``) and that file is deleted
-afterwards unless ``--keep``. Per file and repeat, each in a fresh process:
+With no option it measures everything the issue asks for (takes about half an hour, needs
+about 18 GB free for ``orjson.loads`` of a 2 GB file; run it on an idle machine). The kinds:
 
-- ``report``: ``tb-diagnostics report --no-cache`` as a whole process (imports included),
-  wall time, its peak RSS, and the largest sum of the RSS of it and its children (a big
-  file is decoded by several processes: ``tb_diagnostics.trace.parallel``), sampled
-  every 50 ms;
-- ``orjson``: a whole process that reads the file and runs ``orjson.loads`` on it;
-- ``phases``: in one process, imports excluded: the model (read, decode, build), the
-  ancestry views (``innermost_op``, ``outermost_op``), then the span summary.
+- ``deep``: ``bench/gen_deep.py``, a real with_stack profile of a small CNN training loop,
+  its steps replicated (Python frames up to 67 deep);
+- ``large``: ``../shared/bench/workload.py large``, a loop of 2,000 tiny ops per step, each
+  with its Python stack and its memory events (torch needed; about 80 s for 2 GB).
 
-``--steps N…`` (and ``--million-steps``, which adds 10⁶) also times the many-step GPU
-span of ``bench/gen_steps.py`` (10 µs steps, one ``aten::add`` launching a 3 µs kernel
-each; issue 28's 10⁶-step target: ≤ 20 s, ≤ 1.5 GB): ``report --format json --no-cache``
-as a whole process, wall time and peak RSS, ``--steps-timeout`` seconds at most
-(default 600; a run that takes longer shows as a timeout).
+Traces are made on demand under ``bench/data/`` (gitignored, never committed, never in
+CI: ``deep_<N>mb/``, ``large_<N>mb/``) and reused; those of 2,000 MB and more are deleted
+afterwards unless ``--keep``. Per kind, size and repeat, each in a fresh process:
 
-``--base DIR`` runs every measurement a second time with ``PYTHONPATH=DIR`` (an older
-checkout's ``plugin/``, e.g. from ``git archive``), interleaved with the current code, so
-before and after share the machine's state. The best of ``--repeat`` runs is shown.
+- ``report``: ``tb-diagnostics report --format json --no-cache`` as a whole process (imports
+  included): wall time, CPU time, and the peak RSS of its process tree (a big file is decoded
+  by several processes, ``tb_diagnostics.trace.parallel``): the largest sum of the RSS of it
+  and its descendants, sampled every 50 ms, and at least its own high-water mark;
+- ``orjson``: a whole process that reads the same file and runs ``orjson.loads`` on it;
+- ``phases`` (``--phases``): in one process, imports excluded, the model, the ancestry views,
+  then the span summary (``bench/measure.py phases``).
+
+``--steps N…`` (default 10⁶; ``--steps`` alone: none) times the many-step GPU span of
+``bench/gen_steps.py`` (10 µs steps, one ``aten::add`` launching a 3 µs kernel each) the same
+way. Every run is killed after ``--timeout`` seconds with its whole process group and shows
+as a timeout; a variant that timed out is not repeated at that size.
+
+``--base DIR`` measures everything a second time with ``PYTHONPATH=DIR`` (an older checkout's
+``plugin/``, e.g. from ``git archive``), interleaved with the current code, so before and
+after share the machine's state; targets are checked on the current code. The best of
+``--repeat`` runs is shown. Output: Markdown on stdout (``bench/scale_report.py``), the same in
+``OUT/scale.md`` and every figure in ``OUT/scale.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import platform
+import shutil
+import signal
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,10 +55,16 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from gen_deep import DATA, generate  # noqa: E402
 from gen_steps import generate as generate_steps  # noqa: E402
+from scale_report import ok, render  # noqa: E402
 
+DATA = HERE / "data"
+WORKLOAD = REPO.parent / "shared" / "bench" / "workload.py"
+_CLI = "import sys; from tb_diagnostics.cli import main; sys.exit(main())"
 _ORJSON = "import orjson, sys; orjson.loads(open(sys.argv[1], 'rb').read())"
+#: Report output larger than this is not parsed for its step count (the 10⁶-step span's is
+#: hundreds of MB; its step count is known).
+_PARSE_MAX = 64 * 2**20
 
 
 def _tree_rss(pid: int) -> int:
@@ -73,41 +88,44 @@ def _tree_rss(pid: int) -> int:
     return total * os.sysconf("SC_PAGE_SIZE")
 
 
-def _sample_tree(pid: int, peak: list[int], done: threading.Event) -> None:
-    while not done.wait(0.05):
-        peak[0] = max(peak[0], _tree_rss(pid))
-
-
-def _child(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> dict:
-    """Run ``cmd``: its peak RSS from the kernel's accounting of that child only, and the
-    largest sum over it and its descendants, sampled every 50 ms; killed after
-    ``timeout`` seconds (then ``{"error": "timeout"}``)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak, done = [0], threading.Event()
-    sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak, done), daemon=True)
-    sampler.start()
-    killer = threading.Timer(timeout, proc.kill) if timeout else None
-    if killer:
-        killer.start()
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    if killer:
-        killer.cancel()
-    done.set()
-    sampler.join()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if timeout and proc.returncode != 0 and seconds >= timeout:
-        return {"error": "timeout", "seconds": seconds}
-    if proc.returncode != 0:
-        lines = err.decode(errors="replace").strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit {proc.returncode}"}
-    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": usage.ru_maxrss / 1024,
-            "tree_peak_rss_mb": max(peak[0] / 2**20, usage.ru_maxrss / 1024),
-            "stdout": out.decode(errors="replace")}
+def child(argv: list[str], env: dict[str, str], timeout: float, stdout: Path | None = None,
+          peak_wrapper: bool = True) -> dict:
+    """Run ``python ARGV…`` (through ``bench/_peak.py`` for its own high-water mark, which
+    ``wait4`` would inflate with this harness's), in its own process group, killed with that
+    group after ``timeout`` seconds; its stdout to ``stdout`` (else discarded). Sampled every
+    50 ms for the RSS of its tree until ``wait4`` reaps it (its CPU time, children's too)."""
+    with tempfile.TemporaryDirectory(prefix="run_scale_") as tmp:
+        peak_file, err_file = Path(tmp) / "peak", Path(tmp) / "stderr"
+        cmd = [sys.executable, *([str(HERE / "_peak.py")] if peak_wrapper else []), *argv]
+        env = {**env, "TB_DIAGNOSTICS_PEAK_FILE": str(peak_file)}
+        t0 = time.perf_counter()
+        with open(stdout or os.devnull, "wb") as out, open(err_file, "wb") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+                                    start_new_session=True)
+        peak, timed_out = 0, False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, _tree_rss(proc.pid))
+            if time.perf_counter() - t0 > timeout:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)  # the load's range workers too
+                _, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.05)
+        seconds = time.perf_counter() - t0
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        if timed_out:
+            return {"error": "timeout", "seconds": seconds}
+        if code != 0:
+            lines = err_file.read_text(errors="replace").strip().splitlines()
+            why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+            return {"error": lines[-1][:200] if lines and code > 0 else why,
+                    "seconds": seconds}
+        own = float(peak_file.read_text()) * 2**20 / 1e6 if peak_file.exists() else 0.0
+    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mb": own,
+            "tree_rss_mb": max(peak / 1e6, own)}
 
 
 def _env(plugin_dir: str | None) -> dict[str, str]:
@@ -118,164 +136,172 @@ def _env(plugin_dir: str | None) -> dict[str, str]:
     return env
 
 
-def measure_once(path: Path, plugin_dir: str | None) -> dict:
-    env = _env(plugin_dir)
-    cli = [sys.executable, "-c", "import sys; from tb_diagnostics.cli import main; "
-           "sys.exit(main())", "report", "--no-cache", str(path.parent)]
-    out = {"report": _child(cli, env)}
-    out["report"].pop("stdout", None)
-    phases = _child([sys.executable, str(HERE / "measure.py"), "phases", str(path)], env)
-    if "error" not in phases:
-        phases = {**json.loads(phases["stdout"].strip().splitlines()[-1]),
-                  "peak_rss_mb": phases["peak_rss_mb"]}
-    out["phases"] = phases
-    return out
+def make_trace(kind: str, mb: int) -> Path:
+    """The trace of ``kind`` at about ``mb`` MB under ``bench/data/`` (made when missing, in
+    a fresh process, into a temporary name renamed when whole: an interrupted generation
+    leaves nothing that looks like a trace); its log dir holds that one file."""
+    if kind == "deep":
+        out = DATA / f"deep_{mb}mb"
+        subprocess.run([sys.executable, str(HERE / "gen_deep.py"), "--mb", str(mb),
+                        "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+        return out / "worker0.deep.pt.trace.json"
+    if kind != "large":
+        raise ValueError(f"unknown kind {kind!r}")
+    out = DATA / f"large_{mb}mb"  # the run workload.py names for --out bench/data
+    made = sorted(out.glob("*.pt.trace.json")) if out.is_dir() else []
+    if made:
+        return made[0]
+    if not WORKLOAD.exists():
+        raise SystemExit(f"{WORKLOAD} not found: the large kind needs ../shared/bench")
+    tmp = DATA / f".making_large_{mb}mb"
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"  making large {mb} MB with {WORKLOAD.name} (about 40 s per GB)…",
+          file=sys.stderr)
+    subprocess.run([sys.executable, str(WORKLOAD), "large", "--out", str(tmp),
+                    "--target-mb", str(mb)], check=True, stdout=subprocess.DEVNULL)
+    shutil.rmtree(out, ignore_errors=True)
+    (tmp / f"large_{mb}mb").rename(out)
+    shutil.rmtree(tmp, ignore_errors=True)
+    (made,) = out.glob("*.pt.trace.json")
+    return made
 
 
-def _best(runs: list[dict], key: str) -> dict:
-    ok = [r[key] for r in runs if "error" not in r[key]]
-    return min(ok, key=lambda r: r["seconds"]) if ok else runs[0][key]
+def _steps_in(report_json: Path) -> int | None:
+    """Steps of every span of a ``report --format json`` output, when small enough to read."""
+    if not report_json.exists() or report_json.stat().st_size > _PARSE_MAX:
+        return None
+    try:
+        doc = json.loads(report_json.read_bytes())
+        return sum(len(s["steps"]) for r in doc["runs"] for w in r["workers"]
+                   for s in w["spans"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
-def bench(sizes: list[int], repeat: int, base: str | None, keep: bool) -> list[dict]:
+def _report(logdir: Path, plugin_dir: str | None, timeout: float,
+            out: Path | None = None) -> dict:
+    return child(["-c", _CLI, "report", "--format", "json", "--no-cache", str(logdir)],
+                 _env(plugin_dir), timeout, stdout=out)
+
+
+def _phases(path: Path, plugin_dir: str | None, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="run_scale_") as tmp:
+        out = Path(tmp) / "out"
+        r = child([str(HERE / "measure.py"), "phases", str(path)], _env(plugin_dir), timeout,
+                  stdout=out, peak_wrapper=False)
+        if not ok(r):
+            return r
+        ph = json.loads(out.read_text().strip().splitlines()[-1])
+    return {**ph, "rss_mb": ph.pop("peak_rss_mb") * 2**20 / 1e6}
+
+
+def _best(runs: list[dict]) -> dict:
+    good = [r for r in runs if ok(r)]
+    return min(good, key=lambda r: r["seconds"]) if good else runs[-1]
+
+
+def bench_sizes(kinds: list[str], sizes: list[int], repeat: int, variants: dict,
+                timeout: float, phases: bool, keep: bool) -> list[dict]:
     rows = []
-    for mb in sizes:
-        path = generate(mb, DATA / f"deep_{mb}mb")
-        size_mb = path.stat().st_size / 1e6
-        variants = {"after": None, **({"before": base} if base else {})}
-        runs: dict[str, list[dict]] = {v: [] for v in variants}
-        orj: list[dict] = []
-        for _ in range(repeat):
-            for v, plugin_dir in variants.items():  # interleaved: before, after, before…
-                print(f"  {mb} MB, {v}…", file=sys.stderr)
-                runs[v].append(measure_once(path, plugin_dir))
-            orj.append({"orjson": _child([sys.executable, "-c", _ORJSON, str(path)],
-                                         _env(None))})
-        row = {"mb": size_mb, "orjson": _best(orj, "orjson")}
-        for v in variants:
-            row[v] = {"report": _best(runs[v], "report"), "phases": _best(runs[v], "phases")}
-        rows.append(row)
-        if mb >= 2000 and not keep:
-            path.unlink()
+    for kind in kinds:
+        for mb in sizes:
+            path = make_trace(kind, mb)
+            row: dict = {"kind": kind, "nominal_mb": mb, "mb": path.stat().st_size / 1e6,
+                         "steps": None}
+            runs: dict[str, list[dict]] = {v: [] for v in variants}
+            ph_runs: dict[str, list[dict]] = {v: [] for v in variants}
+            orj: list[dict] = []
+            with tempfile.TemporaryDirectory(prefix="run_scale_") as tmp:
+                for i in range(repeat):
+                    for v, plugin_dir in variants.items():  # interleaved: before, after…
+                        if runs[v] and runs[v][-1].get("error") == "timeout":
+                            continue
+                        print(f"  {kind} {mb} MB, {v}, run {i + 1}…", file=sys.stderr)
+                        out = Path(tmp) / f"{v}.json"
+                        runs[v].append(_report(path.parent, plugin_dir, timeout, out))
+                        if v == "after" and row["steps"] is None and ok(runs[v][-1]):
+                            row["steps"] = _steps_in(out)
+                        if phases:
+                            ph_runs[v].append(_phases(path, plugin_dir, timeout))
+                    if not orj or orj[-1].get("error") != "timeout":
+                        orj.append(child(["-c", _ORJSON, str(path)], _env(None), timeout))
+            row["orjson"] = _best(orj)
+            for v in variants:
+                row[v] = {"report": _best(runs[v])}
+                if phases:
+                    row[v]["phases"] = _best(ph_runs[v])
+            rows.append(row)
+            if mb >= 2000 and not keep:
+                shutil.rmtree(path.parent)
     return rows
 
 
-def bench_steps(counts: list[int], repeat: int, base: str | None,
-                timeout: float) -> list[dict]:
-    """The many-step span at each step count: ``report --format json --no-cache``, whole
-    process, best of ``repeat`` (a timeout is not repeated)."""
+def bench_steps(counts: list[int], repeat: int, variants: dict, timeout: float) -> list[dict]:
+    """The many-step span at each step count, best of ``repeat`` (a timeout not repeated)."""
     rows = []
     for n in counts:
         path = generate_steps(n)
         row: dict = {"steps": n, "mb": path.stat().st_size / 1e6}
-        variants = {"after": None, **({"before": base} if base else {})}
         runs: dict[str, list[dict]] = {v: [] for v in variants}
-        for _ in range(repeat):
+        for i in range(repeat):
             for v, plugin_dir in variants.items():
-                if runs[v] and "error" in runs[v][-1]:
+                if runs[v] and runs[v][-1].get("error") == "timeout":
                     continue
-                print(f"  {n} steps, {v}…", file=sys.stderr)
-                cli = [sys.executable, "-c", "import sys; from tb_diagnostics.cli import "
-                       "main; sys.exit(main())", "report", "--format", "json", "--no-cache",
-                       str(path.parent.parent)]
-                r = _child(cli, _env(plugin_dir), timeout)
-                r.pop("stdout", None)
-                runs[v].append(r)
+                print(f"  {n} steps, {v}, run {i + 1}…", file=sys.stderr)
+                runs[v].append(_report(path.parent.parent, plugin_dir, timeout))
         for v in variants:
-            ok = [r for r in runs[v] if "error" not in r]
-            row[v] = min(ok, key=lambda r: r["seconds"]) if ok else runs[v][-1]
+            row[v] = _best(runs[v])
         rows.append(row)
     return rows
 
 
-def steps_table(rows: list[dict], variants: list[str]) -> str:
-    # CPU s: the process's user + system time, what a busy machine inflates least.
-    head = ("steps", "MB", "code", "report s", "CPU s", "µs/step", "RSS MB", "all procs RSS")
-    lines = [head]
-    for r in rows:
-        for v in variants:
-            x = r[v]
-            ok = "error" not in x
-            lines.append((str(r["steps"]), f"{r['mb']:.0f}", v,
-                          _s(x) if ok else f"{x['error']} ({x.get('seconds', 0):.0f} s)",
-                          _s(x, "cpu_s") if ok else "—",
-                          f"{1e6 * x['seconds'] / r['steps']:.0f}" if ok else "—",
-                          _s(x, "peak_rss_mb") if ok else "—",
-                          _s(x, "tree_peak_rss_mb") if ok else "—"))
-    widths = [max(len(str(x[i])) for x in lines) for i in range(len(head))]
-    return "\n".join("  ".join(str(c).rjust(w) for c, w in zip(x, widths, strict=True))
-                     for x in lines)
+def _orjson_version() -> str:
+    r = subprocess.run([sys.executable, "-c", "import orjson; print(orjson.__version__)"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else "not installed (pip install orjson)"
 
 
-def _s(r: dict, key: str = "seconds") -> str:
-    return "error" if "error" in r else f"{r[key]:.2f}"
-
-
-def table(rows: list[dict], variants: list[str]) -> str:
-    head = ("MB", "code", "report s", "s/MB·1000", "RSS MB", "all procs RSS", "RSS/file",
-            "model s",
-            "views s", "summary s", "in-proc s", "in-proc RSS", "orjson s", "orjson RSS",
-            "report/orjson")
-    lines = [head]
-    for r in rows:
-        oj = r["orjson"]
-        for v in variants:
-            rep, ph = r[v]["report"], r[v]["phases"]
-            ok, pok = "error" not in rep, "error" not in ph
-            lines.append((
-                f"{r['mb']:.0f}", v, _s(rep),
-                f"{1000 * rep['seconds'] / r['mb']:.2f}" if ok else "—",
-                _s(rep, "peak_rss_mb"), _s(rep, "tree_peak_rss_mb"),
-                f"{rep['tree_peak_rss_mb'] / r['mb']:.2f}" if ok else "—",
-                f"{ph['model']:.2f}" if pok else "error",
-                f"{ph['views']:.2f}" if pok else "—", f"{ph['summary']:.2f}" if pok else "—",
-                _s(ph), _s(ph, "peak_rss_mb"), _s(oj), _s(oj, "peak_rss_mb"),
-                f"{rep['seconds'] / oj['seconds']:.2f}" if ok and "error" not in oj else "—"))
-    widths = [max(len(str(x[i])) for x in lines) for i in range(len(head))]
-    text = "\n".join("  ".join(str(c).rjust(w) for c, w in zip(x, widths, strict=True))
-                     for x in lines)
-    growth = []
-    for v in variants:
-        for a, b in itertools.pairwise(rows):
-            ra, rb = a[v]["report"], b[v]["report"]
-            if "error" in ra or "error" in rb:
-                continue
-            ratio = (rb["seconds"] / ra["seconds"]) / (b["mb"] / a["mb"])
-            growth.append(f"{v}: {a['mb']:.0f} → {b['mb']:.0f} MB, time grows "
-                          f"{ratio:.2f}× faster than size")
-    return text + ("\n\n" + "\n".join(growth) if growth else "")
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="*", default=[50, 500], metavar="MB",
-                   help="deep traces of these sizes (none: --sizes alone, with --steps)")
+    p.add_argument("--kinds", nargs="+", choices=("deep", "large"), default=["deep", "large"])
+    p.add_argument("--sizes", type=int, nargs="*", default=[50, 500, 2000], metavar="MB",
+                   help="trace sizes per kind (--sizes alone: none, only the span)")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--steps", type=int, nargs="*", default=[1_000_000], metavar="N",
+                   help="many-step GPU spans (bench/gen_steps.py) of N steps "
+                        "(--steps alone: none)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="kill any one run after S seconds (shown as a timeout)")
     p.add_argument("--base", default=None, metavar="PLUGIN_DIR",
                    help="also measure this plugin directory (before), interleaved")
-    p.add_argument("--keep", action="store_true", help="keep the 2000 MB trace")
+    p.add_argument("--phases", action="store_true",
+                   help="also time each file in one process by phase (bench/measure.py)")
+    p.add_argument("--keep", action="store_true", help="keep the traces of 2000 MB and more")
     p.add_argument("--out", type=Path, default=HERE / "out")
-    p.add_argument("--steps", type=int, nargs="*", default=[], metavar="N",
-                   help="also time the many-step GPU span (bench/gen_steps.py) of N steps")
-    p.add_argument("--million-steps", action="store_true",
-                   help="also time the 10^6-step span (issue 28's target)")
-    p.add_argument("--steps-timeout", type=float, default=600.0, metavar="S")
     args = p.parse_args(argv)
-    rows = bench(sorted(args.sizes), args.repeat, args.base, args.keep)
-    variants = ["before", "after"] if args.base else ["after"]
-    if rows:
-        print(table(rows, variants))
-    counts = sorted(set(args.steps) | ({1_000_000} if args.million_steps else set()))
-    step_rows = bench_steps(counts, args.repeat, args.base, args.steps_timeout)
-    if step_rows:
-        print("\n" + steps_table(step_rows, variants))
-    args.out.mkdir(parents=True, exist_ok=True)
-    result = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "python": platform.python_version(),
+    variants = {**({"before": args.base} if args.base else {}), "after": None}
+    result = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "python": platform.python_version(), "orjson": _orjson_version(),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-              "command": " ".join([Path(sys.executable).name, *sys.argv]), "rows": rows,
-              "step_rows": step_rows}
+              "command": " ".join(["python", *sys.argv]) if argv is None
+              else " ".join(["python bench/run_scale.py", *argv]),
+              "repeat": args.repeat, "kinds": args.kinds, "variants": list(variants),
+              "load_before": _load()}
+    result["rows"] = bench_sizes(args.kinds, sorted(set(args.sizes)), args.repeat, variants,
+                                 args.timeout, args.phases, args.keep)
+    result["step_rows"] = bench_steps(sorted(set(args.steps)), args.repeat, variants,
+                                      args.timeout)
+    result["load_after"] = _load()
+    text = render(result)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.json").write_text(json.dumps(result, indent=2))
-    print(f"\nwritten {args.out / 'scale.json'}", file=sys.stderr)
+    (args.out / "scale.md").write_text(text + "\n")
+    print(f"\nwritten {args.out / 'scale.md'} and scale.json", file=sys.stderr)
     return 0
 
 
