@@ -396,3 +396,53 @@ def test_odd_traces_get_a_path_their_walls_long(tmp_path, name):
     path = tmp_path / f"{name}.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": ODD_TRACES[name]}))
     check_paths(SpanAnalysis(load_trace(str(path))))
+
+
+def _backward(b: TraceBuilder, busy_main: bool = False) -> tuple[str, str]:
+    """Step 1 (0-1000 µs): ``## backward ##`` on the main thread (100-900) launches one
+    fill, then blocks while the autograd thread runs two backward functions (150-400,
+    410-850); after it, ``aten::add_`` (905) launches at 910. ``busy_main``: the main
+    thread records an op at 200 instead of waiting."""
+    b.step(1, 0, 1000)
+    b.annotation("## backward ##", 100, 800)
+    b.op("aten::ones_like", 105, 10)
+    b.launch("fill", 110, 118, 2)
+    first = "autograd::engine::evaluate_function: AddmmBackward0"
+    second = "autograd::engine::evaluate_function: MmBackward0"
+    for name, t0, dur in ((first, 150, 250), (second, 410, 440)):
+        b.op(name, t0, dur, tid=200)
+        b.op("aten::mm", t0 + 10, 30, tid=200)
+        corr = b.runtime("cudaLaunchKernel", t0 + 20, 5, tid=200)
+        b.kernel("k", t0 + 30, 5, corr)
+    if busy_main:
+        b.op("aten::cat", 200, 50)
+    b.op("aten::add_", 905, 20)
+    b.launch("add", 910, 918, 2)
+    return first, second
+
+
+def test_a_thread_waiting_for_the_autograd_thread_binds_to_its_last_burst(tmp_path):
+    """``backward()`` blocks the main thread, which records nothing while the autograd
+    engine's thread runs the backward functions: the path runs through them (back to
+    back: the second one waited for the first, not for the main thread), not through
+    800 µs of ``## backward ##``."""
+    b = TraceBuilder(tmp_path)
+    first, second = _backward(b)
+    a = b.analysis()
+    assert segments(a) == [
+        ("host", "ProfilerStep#1", 0.0, 105.0), ("host", "aten::ones_like", 105.0, 5.0),
+        ("host", "## backward ##", 110.0, 40.0), ("host", "aten::mm", 150.0, 20.0),
+        ("host", first, 170.0, 250.0), ("host", "aten::mm", 420.0, 10.0),
+        ("host", second, 430.0, 420.0), ("host", "## backward ##", 850.0, 55.0),
+        ("host", "aten::add_", 905.0, 5.0), ("host", "ProfilerStep#1", 910.0, 90.0)]
+
+
+def test_a_thread_that_keeps_recording_waits_for_no_other(tmp_path):
+    """The same, but the main thread records an op while the other thread runs: it was
+    not blocked on it, so its own time stays on the path."""
+    b = TraceBuilder(tmp_path)
+    _backward(b, busy_main=True)
+    a = b.analysis()
+    names = {name for _, name, _, _ in segments(a)}
+    assert "autograd::engine::evaluate_function: MmBackward0" not in names
+    assert sum(d for _, name, _, d in segments(a) if name == "## backward ##") > 700

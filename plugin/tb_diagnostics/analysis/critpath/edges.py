@@ -117,7 +117,7 @@ def _mark_owner(analysis: SpanAnalysis, g: ReplayGraph) -> np.ndarray:
     return out
 
 
-def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
+def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray, main: int,
                  out: dict[str, np.ndarray]) -> None:
     m = analysis.model
     n_h = g.h_time.shape[0]
@@ -134,6 +134,13 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     has_prev = prev >= 0
     prev_t = gather(h_time, prev, np.nan)
 
+    # A main-thread timepoint after a wait for another thread: the time since that
+    # thread's burst ended, then the burst's tail (below).
+    joined, j_last, j_end = thread_joins(analysis, g, main, prev)
+    prev_t[joined] = j_end
+    prev = prev.copy()
+    prev[joined] = j_last
+
     # Host order: the time since the previous timepoint on the thread.
     pred[:n_h] = prev
     calls = (g.h_kind == LAUNCH) | (g.h_kind == SYNC_START)
@@ -148,6 +155,11 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     mark_row = np.where(marks >= 0, marks, h_row)
     rows_other = np.where(g.h_kind == MARK, mark_row, h_row)  # a sync's return: the call
     t0[0, other], row[0, other], lane[0, other] = prev_t[other], rows_other[other], h_lane[other]
+    if joined.size:  # the other thread's time from its last timepoint to its burst's end
+        slot = np.where(calls[joined], 2, 1)
+        t0[slot, joined] = h_time[j_last]
+        row[slot, joined] = _owner(analysis, h_row[j_last])
+        lane[slot, joined] = h_lane[j_last]
 
     # A sync that waited returns after the activity that released it.
     rel = np.flatnonzero((g.h_kind == SYNC_END) & (g.h_release >= 0))
@@ -159,6 +171,12 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
         pred[rel] = n_h + r
     # The first timepoint of a burst on another thread: its anchor on the main thread.
     burst = np.flatnonzero(g.h_anchor >= 0)
+    # ...unless its thread was still busy with its previous burst when the main thread got
+    # there: then that burst's end binds (host order, as above).
+    if burst.size:
+        p = prev[burst]
+        p_end = gather(m.end, gather(_top(analysis, h_row), p, NO_ID), -np.inf)
+        burst = burst[~((p >= 0) & (p_end > h_time[g.h_anchor[burst]]))]
     if burst.size:
         from tb_diagnostics.analysis.views.hierarchy import nearest_marked
 
@@ -212,6 +230,68 @@ def _activity_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     _keep_earlier(pred, pos, n_h, n_h + n_a)
 
 
+def _top(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
+    """The outermost host row enclosing each row (itself when it has none)."""
+    from tb_diagnostics.analysis.views.hierarchy import nearest_marked
+
+    m = analysis.model
+    return nearest_marked(m.parent, m.parent < 0)[rows].astype(np.int64)
+
+
+def thread_joins(analysis: SpanAnalysis, g: ReplayGraph, main: int,
+                 prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The main thread's timepoints that waited for another thread: ``(nodes, the other
+    thread's last timepoint before each, the end of that timepoint's burst)``.
+
+    ``loss.backward()`` on CUDA tensors runs the backward functions on the autograd
+    engine's device thread while the calling thread blocks, recording nothing (a label
+    such as ``## backward ##`` around the call only grows). So a main-thread timepoint
+    whose previous one on its thread anchors bursts on other threads (they started after
+    it: :attr:`ReplayGraph.h_anchor`), with nothing recorded on the main thread from that
+    timepoint to the bursts' end, and the bursts ending before it, waited for them: the
+    latest-ending one binds, not the host order across the silence. A thread that keeps
+    recording while another runs (a pin-memory thread, a logger) joins nothing."""
+    m = analysis.model
+    none = np.zeros(0, dtype=np.int64)
+    h_lane, h_time = g.h_lane, g.h_time
+    others = np.flatnonzero(h_lane != main)
+    on_main = np.flatnonzero(h_lane == main)
+    if not others.size or on_main.size < 2:
+        return none, none, np.zeros(0)
+    # Bursts: runs of one top-level row on one thread (nodes are in time order).
+    others = others[np.argsort(h_lane[others], kind="stable")]
+    top = _top(analysis, g.h_row[others])
+    last = np.ones(others.size, dtype=bool)
+    last[:-1] = (top[1:] != top[:-1]) | (h_lane[others][1:] != h_lane[others][:-1])
+    first = np.ones(others.size, dtype=bool)
+    first[1:] = last[:-1]
+    anchor = g.h_anchor[others[first]]
+    b_last, b_end = others[last], m.end[top[last]]
+    ok = anchor >= 0
+    anchor, b_last, b_end = anchor[ok], b_last[ok], b_end[ok]
+    # The main timepoint after each anchor, which the burst must end before.
+    pos = np.searchsorted(on_main, anchor)
+    nxt = gather(on_main, pos + 1, NO_ID).astype(np.int64)
+    ok = (nxt >= 0) & (b_end <= gather(h_time, nxt, -np.inf)) & (b_end > h_time[anchor])
+    # Nothing recorded on the main thread from the anchor to the burst's end.
+    host = m.host_rows
+    starts = np.sort(m.start[host[m.lane[host] == main]])
+    busy = (np.searchsorted(starts, b_end, side="left")
+            > np.searchsorted(starts, h_time[anchor], side="right"))
+    ok &= ~busy
+    nxt, b_last, b_end = nxt[ok], b_last[ok], b_end[ok]
+    if not nxt.size:
+        return none, none, np.zeros(0)
+    # Per waiting timepoint, the burst that ended last (its previous timepoint is the anchor).
+    order = np.lexsort((b_end, nxt))
+    nxt, b_last, b_end = nxt[order], b_last[order], b_end[order]
+    tail = np.ones(nxt.size, dtype=bool)
+    tail[:-1] = nxt[1:] != nxt[:-1]
+    nodes = nxt[tail]
+    keep = prev[nodes] >= 0
+    return nodes[keep], b_last[tail][keep], b_end[tail][keep]
+
+
 def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
     """Drop the edges of nodes ``lo:hi`` that do not point earlier in the visit order."""
     p = pred[lo:hi]
@@ -219,6 +299,18 @@ def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
     bad = ok.copy()
     bad[ok] = pos[p[ok]] >= pos[lo:hi][ok]
     p[bad] = NO_ID
+
+
+def _main_lane(analysis: SpanAnalysis, g: ReplayGraph) -> int:
+    """The main thread: the steps' (the busiest thread with timepoints, without steps)."""
+    m = analysis.model
+    hs = analysis.host_steps
+    if len(hs):
+        return int(m.lane[hs.rows[0]])
+    if g.h_time.shape[0]:
+        return int(np.bincount(g.h_lane).argmax())
+    host_rows = m.host_rows
+    return int(np.bincount(m.lane[host_rows]).argmax()) if host_rows.size else NO_ID
 
 
 @computed
@@ -233,7 +325,8 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
     # activities, as the node index is).
     pos = np.empty(n, dtype=np.int64)
     pos[np.where(g.order_device, n_h + g.order_index, g.order_index)] = np.arange(n)
-    _host_pieces(analysis, g, pos, out)
+    main = _main_lane(analysis, g)
+    _host_pieces(analysis, g, pos, main, out)
     _activity_pieces(analysis, g, pos, out)
     # A node without a predecessor keeps its own piece (an activity's run) only.
     t0 = out["t0"]
@@ -243,15 +336,6 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
     host[:n_h] = True
     t0[0, lonely & host] = np.nan  # a timepoint is an instant: nothing before it is known
     reach = np.fmin.reduce(t0, axis=0)
-    m = analysis.model
-    hs = analysis.host_steps
-    if len(hs):
-        main = int(m.lane[hs.rows[0]])
-    elif n_h:
-        main = int(np.bincount(g.h_lane).argmax())
-    else:
-        host_rows = m.host_rows
-        main = int(np.bincount(m.lane[host_rows]).argmax()) if host_rows.size else NO_ID
     return PathEdges(n_host=n_h, pred=out["pred"], t0=t0, kind=out["kind"], row=out["row"],
                      lane=out["lane"], reach=reach, h_time=g.h_time, h_lane=g.h_lane,
                      main_lane=main)
