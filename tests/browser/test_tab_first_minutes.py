@@ -157,10 +157,11 @@ def test_the_compare_picker_marks_runs_on_another_device(page, tb):
     other = frame.locator("#compare select optgroup[label='other devices'] option")
     expect(other.filter(has_text=CPU)).to_have_text(f"{CPU} (other device: CPU)", timeout=READY)
     expect(frame.locator("#compare select optgroup[label^='same device']")).to_have_count(0)
-    # A run the plugin has not read yet is marked so, never offered unmarked.
+    # A run whose device is not known is marked so, never offered unmarked.
     labels = options.all_inner_texts()
     assert labels[0] == "— pick a run —"
-    assert all(re.search(r"\((other device: .+|device not read yet)\)$", t) for t in labels[1:])
+    assert all(re.search(r"\((other device: .+|device not read yet|device unknown)\)$", t)
+               for t in labels[1:])
     # A CPU candidate: the other CPU run (once read) is on its device, the GPU one marked.
     _wait_loaded(tb, DIST)
     frame = open_run(page, tb, CPU)

@@ -7,16 +7,36 @@ import { getJSON } from "./api.js";
 import { card, fill, h } from "./dom.js";
 import { dur, verdictColor } from "./format.js";
 
+const KIND_NAMES = { cpu: "CPU", cuda: "CUDA", rocm: "ROCm" };
+
 /** "CPU", "CUDA · NVIDIA A100-SXM4-40GB": a device as the picker names it. */
 export function deviceLabel(d) {
   if (!d || !d.kind) return "";
-  return d.kind === "cpu" ? "CPU" : `${d.kind.toUpperCase()}${d.name ? ` · ${d.name}` : ""}`;
+  const kind = KIND_NAMES[d.kind] || d.kind.toUpperCase();
+  return d.kind === "cpu" ? kind : `${kind}${d.name ? ` · ${d.name}` : ""}`;
 }
 
-/** A run's device: that of its first span whose summary the plugin has (null: none read yet). */
+/**
+ * A run's device: that of its first span with one (null: none known). /runs gives each
+ * span's device before any load, from the file's header, and the analysis' once loaded.
+ */
 function runDevice(r) {
-  for (const w of r.workers || []) for (const s of w.spans || []) if (s.device) return s.device;
+  for (const w of r?.workers || []) for (const s of w.spans || []) if (s.device) return s.device;
   return null;
+}
+
+/** Why a run's device is not known (/runs' device_note of its first span that has one). */
+function runDeviceNote(r) {
+  for (const w of r?.workers || []) for (const s of w.spans || []) if (s.device_note) return s.device_note;
+  return null;
+}
+
+/** The option's tooltip: where its device was read from, or why it is not known. */
+function deviceTitle(o) {
+  if (!o.device) return o.note ? `device unknown: ${o.note}` : "device unknown";
+  if (o.device.from === "header") return `from the file's header: ${o.device.why}`;
+  if (o.device.from === "trace") return "from the whole file (a small trace)";
+  return "from the run's analysis";
 }
 
 /** Whether two devices are the same kind of device (and the same model, where both are named). */
@@ -25,21 +45,24 @@ export function sameDevice(a, b) {
 }
 
 /**
- * The baseline picker's options for a candidate on `device` (null: not known yet): runs on
- * the same device first; the others after, each marked with its device ("other device:
- * CPU"), so a CPU run is never offered as a GPU run's baseline unmarked; runs whose device
- * is not read yet last, marked so.
+ * The baseline picker's options for the run `current` on `device` (null: the analysis'
+ * is not in yet: the run's own from /runs, read from its file's header): runs on the same
+ * device first; the others after, each marked with its device ("other device: CPU"), so a
+ * CPU run is never offered as a GPU run's baseline unmarked; runs whose device is not
+ * known last, marked so. Each option's title says where its device was read.
  */
 export function baselineOptions(runs, current, device) {
-  const others = runs.filter((r) => r.run !== current).map((r) => ({ run: r.run, device: runDevice(r) }));
-  if (!device) return others.map((o) => ({ run: o.run, label: o.run, group: "any" }));
-  const same = others.filter((o) => o.device && sameDevice(o.device, device));
-  const other = others.filter((o) => o.device && !sameDevice(o.device, device));
-  const unknown = others.filter((o) => !o.device);
+  const mine = device || runDevice(runs.find((r) => r.run === current));
+  const others = runs.filter((r) => r.run !== current)
+    .map((r) => ({ run: r.run, device: runDevice(r), note: runDeviceNote(r) }));
+  const option = (o, label, group) => ({ run: o.run, label, group, title: deviceTitle(o) });
+  if (!mine) return others.map((o) => option(o, o.run, "any"));
+  const unknownLabel = (o) => (o.note === "not read yet" ? "device not read yet" : "device unknown");
   return [
-    ...same.map((o) => ({ run: o.run, label: o.run, group: "same" })),
-    ...other.map((o) => ({ run: o.run, label: `${o.run} (other device: ${deviceLabel(o.device)})`, group: "other" })),
-    ...unknown.map((o) => ({ run: o.run, label: `${o.run} (device not read yet)`, group: "unknown" })),
+    ...others.filter((o) => o.device && sameDevice(o.device, mine)).map((o) => option(o, o.run, "same")),
+    ...others.filter((o) => o.device && !sameDevice(o.device, mine))
+      .map((o) => option(o, `${o.run} (other device: ${deviceLabel(o.device)})`, "other")),
+    ...others.filter((o) => !o.device).map((o) => option(o, `${o.run} (${unknownLabel(o)})`, "unknown")),
   ];
 }
 
@@ -93,16 +116,18 @@ export class CompareView {
   }
 
   renderOptions(baseline) {
-    const opts = baselineOptions(this.runs || [], this.current, this.device);
+    const runs = this.runs || [];
+    const opts = baselineOptions(runs, this.current, this.device);
     this.el.hidden = !opts.length;
-    const mine = deviceLabel(this.device);
+    const mine = deviceLabel(this.device || runDevice(runs.find((r) => r.run === this.current)));
     const group = (g, label) => {
-      const items = opts.filter((o) => o.group === g).map((o) => h("option", { value: o.run, dataset: { device: g } }, o.label));
+      const items = opts.filter((o) => o.group === g)
+        .map((o) => h("option", { value: o.run, title: o.title, dataset: { device: g } }, o.label));
       return !items.length ? null : label ? h("optgroup", { label }, items) : items;
     };
     fill(this.select, h("option", { value: "" }, "— pick a run —"),
       group("any", null), group("same", `same device${mine ? ` (${mine})` : ""}`),
-      group("other", "other devices"), group("unknown", "device not read yet"));
+      group("other", "other devices"), group("unknown", "device unknown"));
     this.select.value = opts.some((o) => o.run === baseline) ? baseline : "";
   }
 
