@@ -297,3 +297,122 @@ def test_compile_change_removed_makes_no_numpy_call_per_region():
 
     counted = {"base": calls(STEPS), "wide": calls(10 * STEPS)}
     assert counted["wide"] <= GROWTH * counted["base"], counted
+
+
+def test_every_windows_dispatch_chain_makes_no_numpy_call_per_window():
+    """The dispatch-chain rule's trees and chains of every window (one forest, one walk
+    a depth per pass): 60 and 600 windows, the same numpy calls (a flat tree and a chain
+    per window made some 60 calls each)."""
+    from tb_diagnostics.analysis.critpath import critical_paths
+    from tb_diagnostics.analysis.dispatch_forest import flat_forest
+    from tb_diagnostics.rules.dispatch_chain import GEMM
+    from tb_diagnostics.rules.dispatch_chain_columns import path_chains
+
+    counted = {}
+    for label, n in (("base", STEPS), ("wide", 10 * STEPS)):
+        a = analysis_of(n)
+        critical_paths(a)  # the paths' own cost is not the chains'
+
+        def chains(a: SpanAnalysis = a) -> None:
+            a._computed.pop(flat_forest.__wrapped__, None)
+            path_chains(a, GEMM)
+
+        counted[label] = numpy_calls(chains)
+    assert counted["wide"] <= GROWTH * counted["base"], counted
+
+
+def test_every_windows_dispatch_chain_is_the_chain_of_each_window(spans):
+    from tb_diagnostics.rules.dispatch_chain import GEMM, _call_node, flat_path_chain
+    from tb_diagnostics.rules.dispatch_chain_columns import path_chains
+
+    a = spans["wide"]
+    pc = path_chains(a, GEMM)
+    for k in range(len(a.windows)):
+        want, want_on = flat_path_chain(a, k)
+        got = [_call_node(a, pc.forest, int(i)) for i in pc.nodes[k, :pc.length[k]]]
+        assert got == want and float(pc.on_path[k]) == want_on, k
+    # Every step's chain: step → aten::add → its launch → its kernel; on the path in
+    # some steps, the fallback (no path time on it) in others: both ways are read.
+    assert (pc.length == 4).all()
+    assert (pc.on_path > 0).any() and (pc.on_path == 0).any()
+
+
+def regions_one_by_one(a: SpanAnalysis) -> list[tuple]:
+    """The former ``compile_change._region``, region by region, on the regions' ops: each
+    region's (lane, window, ops, keep_us, activities, generated, extern)."""
+    from tb_diagnostics.analysis.replay.compile_change import (
+        GENERATED_LAUNCH_US,
+        WRAPPER_US,
+        _fused_families,
+        compile_regions,
+    )
+    from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
+
+    m = a.model
+    acts = m.device_activity_rows
+    inner = launching_op(a)
+    fused = _fused_families(a, inner)
+    top = np.where(m.launcher[acts] >= 0, outermost_op(a)[np.maximum(m.launcher[acts], 0)], -1)
+    out = []
+    for r in compile_regions(a):
+        parts = [np.flatnonzero(top == op) for op in r.ops.tolist()]
+        parts = [p[np.isin(p, r.activities)] for p in parts]  # the compiled ones
+        mine = np.concatenate(parts).astype(np.int64)
+        owner = np.repeat(np.arange(r.ops.shape[0]), [p.shape[0] for p in parts])
+        by_act = np.argsort(mine, kind="stable")
+        mine, owner = mine[by_act], owner[by_act]
+        keep = np.zeros(r.ops.shape[0])
+        ran = np.lexsort((m.start[acts[mine]], m.stream[acts[mine]]))
+        order, owner = mine[ran], owner[ran]
+        stream, gen = m.stream[acts[order]], fused[order]
+        after_gen = np.zeros(order.shape[0], dtype=bool)
+        after_gen[1:] = gen[:-1] & (stream[1:] == stream[:-1])
+        run_first = gen & ~after_gen
+        op = np.where(inner[order] >= 0, inner[order], r.ops[owner]).astype(np.int64)
+        ext = np.flatnonzero(~gen)
+        ext = ext[np.sort(np.unique(op[ext], return_index=True)[1])]
+        cost = np.zeros(order.shape[0])
+        cost[run_first] = GENERATED_LAUNCH_US + WRAPPER_US
+        cost[ext] = m.dur[op[ext]] + WRAPPER_US
+        at = np.sort(np.concatenate([np.flatnonzero(run_first), ext]))
+        np.add.at(keep, owner[at], cost[at])
+        out.append((r.lane, r.window, r.ops.tolist(), keep.tobytes(), mine.tolist(),
+                    int(np.count_nonzero(run_first)), int(ext.shape[0])))
+    return out
+
+
+def test_compile_regions_equal_the_regions_one_by_one(spans, tmp_path):
+    from rules.conftest import TraceBuilder
+    from test_compile_change import _steps
+
+    from tb_diagnostics.analysis.replay.compile_change import compile_regions
+
+    b = TraceBuilder(tmp_path)
+    _steps(b, n=4, sync=True)  # fused runs, a GEMM (extern), a sync splitting each step
+    made = b.analysis()
+    for a in (spans["base"], made):
+        got = [(r.lane, r.window, r.ops.tolist(), r.keep_us.tobytes(), r.activities.tolist(),
+                r.generated, r.extern) for r in compile_regions(a)]
+        assert got == regions_one_by_one(a) and got
+    assert {r.extern for r in compile_regions(made)} - {0}  # the GEMMs' regions
+
+
+def test_compile_regions_make_no_numpy_call_per_region():
+    """60 and 600 one-op regions (a step each): the same numpy calls (the region-by-region
+    budget made a dozen per region)."""
+    from tb_diagnostics.analysis.replay.compile_change import compile_change, compile_regions
+    from tb_diagnostics.analysis.views.hierarchy import launching_op, outermost_op
+
+    counted = {}
+    for label, n in (("base", STEPS), ("wide", 10 * STEPS)):
+        a = analysis_of(n)
+        for view in (outermost_op, launching_op):  # views the regions share with others
+            view(a)
+        a.windows  # noqa: B018 (the windows are the steps', not the regions')
+
+        def regions(a: SpanAnalysis = a) -> None:
+            assert len(compile_regions(a)) == len(a.windows)
+            compile_change(a)
+
+        counted[label] = numpy_calls(regions)
+    assert counted["wide"] <= GROWTH * counted["base"], counted

@@ -171,26 +171,29 @@ def compile_regions(analysis: SpanAnalysis) -> list[Region]:
         on = lanes == lane
         seg[on] = np.searchsorted(np.sort(m.start[b]), m.start[ops[on]], side="right")
     inner = launching_op(analysis)
-    # Each op's activities, in activity order (a sort by op, not a dict per kernel).
-    op_of = np.searchsorted(ops, top[cand].astype(np.int64))
-    by_op = np.argsort(op_of, kind="stable")
-    cut = np.searchsorted(op_of[by_op], np.arange(ops.shape[0] + 1))
-    acts_sorted = cand[by_op]
-    acts_of = {k: acts_sorted[cut[k]:cut[k + 1]] for k in range(ops.shape[0])}
     fused_family = _fused_families(analysis, inner)
-    out: list[Region] = []
     keys = np.stack([lanes, win, seg], axis=1)
     _, group = np.unique(keys, axis=0, return_inverse=True)
     group = group.reshape(-1)
     # The ops of each group, by start (stable): one sort, not a scan of every op per group.
     grouped = np.lexsort((m.start[ops], group))
-    g_cut = np.searchsorted(group[grouped], np.arange(int(group.max()) + 2))
-    for g in range(int(group.max()) + 1):
-        members = grouped[g_cut[g]:g_cut[g + 1]]
-        out.append(_region(analysis, ops, members, acts_of, inner, fused_family,
-                           int(lanes[members[0]]), int(win[members[0]])))
-    out.sort(key=lambda r: (r.lane, float(m.start[r.ops[0]])))
-    return out
+    n_groups = int(group.max()) + 1
+    g_cut = np.searchsorted(group[grouped], np.arange(n_groups + 1))
+    cols = _regions_columns(analysis, ops, group, grouped, g_cut, cand,
+                            np.searchsorted(ops, top[cand].astype(np.int64)), inner,
+                            fused_family)
+    keep, acts_cut, act_pos, generated, extern = cols
+    g_ops, g_keep = ops[grouped], keep[grouped]
+    first = grouped[g_cut[:-1]]
+    # By thread, then by first op's start (a stable sort: the groups' order on ties).
+    by = np.lexsort((m.start[ops[first]], lanes[first]))
+    lane_l, win_l = lanes[first].tolist(), win[first].tolist()
+    gen_l, ext_l = generated.tolist(), extern.tolist()
+    lo_l, acts_l = g_cut.tolist(), acts_cut.tolist()
+    return [Region(lane=lane_l[g], window=win_l[g], ops=g_ops[lo_l[g]:lo_l[g + 1]],
+                   keep_us=g_keep[lo_l[g]:lo_l[g + 1]],
+                   activities=act_pos[acts_l[g]:acts_l[g + 1]], generated=gen_l[g],
+                   extern=ext_l[g]) for g in by.tolist()]
 
 
 def _fused_families(analysis: SpanAnalysis, inner: np.ndarray) -> np.ndarray:
@@ -204,40 +207,51 @@ def _fused_families(analysis: SpanAnalysis, inner: np.ndarray) -> np.ndarray:
     return (m.kind[acts] == Kind.KERNEL) & np.isin(names, list(fused_ids) or [-2])
 
 
-def _region(analysis: SpanAnalysis, ops: np.ndarray, members: np.ndarray,
-            acts_of: dict[int, np.ndarray], inner: np.ndarray, fused: np.ndarray,
-            lane: int, window: int) -> Region:
+def _regions_columns(analysis: SpanAnalysis, ops: np.ndarray, group: np.ndarray,
+                     grouped: np.ndarray, g_cut: np.ndarray, cand: np.ndarray,
+                     op_of: np.ndarray, inner: np.ndarray, fused: np.ndarray,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every region's host budget at once (a dozen numpy calls per region were 10⁵ × a
+    dozen on a span of 10⁵ one-op steps): per op (of ``ops``) the host time it keeps; the
+    regions' activities (positions in ``device_activity_rows``), region after region in
+    position order, and where each region's start; per region its generated kernels and
+    extern calls. ``cand`` are the activities to compile, ``op_of`` each one's op."""
     m = analysis.model
     acts = m.device_activity_rows
-    parts = [acts_of[int(k)] for k in members.tolist()]
-    mine = np.concatenate(parts).astype(np.int64)
-    owner = np.repeat(np.arange(members.shape[0]), [p.shape[0] for p in parts])
-    by_act = np.argsort(mine, kind="stable")
-    mine, owner = mine[by_act], owner[by_act]
-    keep = np.zeros(members.shape[0])
-    # A run of generated kernels per stream, in the order they ran: one kernel each.
-    ran = np.lexsort((m.start[acts[mine]], m.stream[acts[mine]]))
-    order, owner = mine[ran], owner[ran]
+    n_groups = g_cut.shape[0] - 1
+    act_group = group[op_of]
+    # A region's activities in position order (cand ascends; a stable sort by region).
+    by_region = np.argsort(act_group, kind="stable")
+    act_pos, act_op, act_g = cand[by_region].astype(np.int64), op_of[by_region], \
+        act_group[by_region]
+    acts_cut = np.searchsorted(act_g, np.arange(n_groups + 1))
+    # A run of generated kernels per stream, in the order they ran: one kernel each
+    # (within a region: by stream, then start, ties in position order).
+    rows = acts[act_pos]
+    ran = np.lexsort((m.start[rows], m.stream[rows], act_g))
+    order, op_i, g = act_pos[ran], act_op[ran], act_g[ran]
     stream, gen = m.stream[acts[order]], fused[order]
-    after_gen = np.zeros(order.shape[0], dtype=bool)  # the kernel before: generated, same stream
-    after_gen[1:] = gen[:-1] & (stream[1:] == stream[:-1])
+    after_gen = np.zeros(order.shape[0], dtype=bool)  # the kernel before: generated, same
+    after_gen[1:] = gen[:-1] & (stream[1:] == stream[:-1]) & (g[1:] == g[:-1])  # stream
     run_first = gen & ~after_gen
     # An extern call: its launching op's host time, once per op call (its first kernel).
-    op = np.where(inner[order] >= 0, inner[order], ops[members[owner]]).astype(np.int64)
+    op = np.where(inner[order] >= 0, inner[order], ops[op_i]).astype(np.int64)
     ext = np.flatnonzero(~gen)
-    ext = ext[np.sort(np.unique(op[ext], return_index=True)[1])]
+    stride = int(op.max()) + 1 if op.size else 1
+    ext = ext[np.sort(np.unique(g[ext] * stride + op[ext], return_index=True)[1])]
     cost = np.zeros(order.shape[0])
     cost[run_first] = GENERATED_LAUNCH_US + WRAPPER_US
     cost[ext] = m.dur[op[ext]] + WRAPPER_US
     at = np.sort(np.concatenate([np.flatnonzero(run_first), ext]))
-    np.add.at(keep, owner[at], cost[at])  # in the order the kernels ran: the same sums
-    return Region(lane=lane, window=window, ops=ops[members], keep_us=keep,
-                  activities=mine, generated=int(np.count_nonzero(run_first)),
-                  extern=int(ext.shape[0]))
+    keep = np.zeros(ops.shape[0])
+    np.add.at(keep, op_i[at], cost[at])  # in the order the kernels ran: the same sums
+    generated = np.bincount(g[run_first], minlength=n_groups)
+    extern = np.bincount(g[ext], minlength=n_groups)
+    return keep, acts_cut, act_pos, generated, extern
 
 
 def _removed(analysis: SpanAnalysis, regions: list[Region],
-             keep: list[np.ndarray]) -> dict[int, Intervals]:
+             keep: list[np.ndarray] | np.ndarray) -> dict[int, Intervals]:
     """Per lane: each region's span less what it keeps (``keep[k]`` per op of region
     ``k``, from the op's start on; what an op's own time cannot hold is kept from the
     time after it, so a region keeps its whole budget where its span allows). Every
@@ -259,7 +273,8 @@ def _removed(analysis: SpanAnalysis, regions: list[Region],
     seg_end[:-1] = s[1:]
     seg_end[last] = np.maximum.reduceat(m.end[ops], first).astype(np.float64)
     room = seg_end - s
-    want = np.concatenate(keep).astype(np.float64)  # a copy: the carries go into it
+    # A copy either way (the carries go into it): one array per region, or their column.
+    want = (keep if isinstance(keep, np.ndarray) else np.concatenate(keep)).astype(np.float64)
     # What an op cannot hold carries to the next of its region: walked one op at a time
     # only from an op whose own budget overflows, until the carry is spent.
     region_end = np.repeat(last + 1, sizes)
@@ -295,14 +310,13 @@ def _device_scale(analysis: SpanAnalysis, regions: list[Region]) -> np.ndarray |
     if fusion is None or fusion.device_scale is None:
         return None
     inside = np.zeros(fusion.device_scale.shape[0], dtype=bool)
-    for r in regions:
-        inside[r.activities] = True
+    inside[np.concatenate([r.activities for r in regions])] = True
     scale = np.where(inside, fusion.device_scale, 1.0)
     return None if np.all(scale == 1.0) else scale
 
 
 def _change(analysis: SpanAnalysis, regions: list[Region],
-            keep: list[np.ndarray]) -> Change | None:
+            keep: np.ndarray) -> Change | None:
     removed = _removed(analysis, regions, keep)
     scale = _device_scale(analysis, regions)
     if not removed and scale is None:
@@ -316,11 +330,12 @@ def compile_change(analysis: SpanAnalysis) -> Change | None:
     regions = compile_regions(analysis)
     if not regions:
         return None
-    keep = []
-    for r in regions:
-        k = r.keep_us.copy()
-        k[0] += LOOKUP_US
-        keep.append(k)
+    # Every region's budget as one column (a copy per region was a numpy call per step),
+    # one lookup on each region's first op.
+    keep = np.concatenate([r.keep_us for r in regions])
+    sizes = np.fromiter((r.ops.shape[0] for r in regions), dtype=np.int64,
+                        count=len(regions))
+    keep[np.cumsum(sizes) - sizes] += LOOKUP_US
     return _change(analysis, regions, keep)
 
 
