@@ -4,7 +4,8 @@
 - the roofline's unpriced device work was "(no launching op)" with "its launch is not in
   the trace (no op to price)" even where the launch call is in the trace, inside no op;
 - a step the verdict is about was badged "artefact" with nothing saying why (the Qwen run's
-  only step: a flush sync after it ended, 0.24% of it the profiler's own time).
+  only step: a flush sync after it ended, 0.24% of it the profiler's own time): now
+  tests/test_step_flags.py, where that decision moved (analysis/views/step_flags.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from conftest import analyse
 from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.report.roofline import _unowned_words
 from tb_diagnostics.report.text import headline
-from tb_diagnostics.server.present import artefact_reason
 
 
 def _step(n, wall, busy, verdict, cause, **idle):
@@ -70,18 +70,3 @@ def test_a_launch_outside_every_op_is_not_called_missing(trace, tmp_path):
     by_name = {name: (count, us) for name, count, us in rf.unowned}
     assert by_name.get("") == (1, 80.0)
     assert by_name.get(None) == (1, 30.0)
-
-
-def test_an_artefact_badge_says_why_or_is_not_given():
-    flush = {"rule": "profiler-flush-sync", "artefact": True, "steps": [6],
-             "title": "Profiler flush sync (profiler artefact)"}
-    other = {"rule": "host-sync", "artefact": False, "steps": [6], "title": "Host sync"}
-    # The Qwen run's step 6: 119 µs of its 49.38 ms is the profiler's: not distorted.
-    qwen = _step(6, 49_378.9, 45_382.5, "compute-bound", "launch", profiler=118.878)
-    assert artefact_reason(qwen, [flush, other]) is None
-    big = _step(6, 10_000.0, 5_000.0, "mixed", "launch", profiler=2_160.0)
-    assert artefact_reason(big, [flush, other]) == (
-        "Profiler flush sync: 2.16 ms of this step's 10.00 ms (21.6%) is the profiler's "
-        "own time; its verdict leaves it out")
-    assert artefact_reason(big, [other]) is None  # no artefact finding names it
-    assert artefact_reason({**big, "step": 7}, [flush]) is None

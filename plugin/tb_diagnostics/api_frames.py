@@ -67,7 +67,8 @@ class ReportFrames:
         ``compute_busy`` (what the verdict reads), ``verdict``, ``verdict_reason``,
         ``main_idle_cause``, ``cold``, ``stub`` (True for the empty last step the
         profiler's last ``step()`` opened: neither warm nor cold, judged by nothing), the
-        launch backlog's keys, ``flags``, ``flop_utilisation``, ``critical_path`` (the
+        launch backlog's keys, ``flags``, ``flag_why`` (why the step is flagged
+        ``artefact``, in words, or None), ``flop_utilisation``, ``critical_path`` (the
         step's bounded path: ``total_us``, ``by_kind``, its longest ``segments``;
         :meth:`critical_path_frame` gives one row per segment)…), with the idle causes
         flattened (``input_us``, ``sync_us``, ``launch_us``, ``other_us``, ``profiler_us``,

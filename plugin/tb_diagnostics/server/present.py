@@ -5,7 +5,8 @@ The loader calls :func:`load_and_summarise` on its pool; the provider calls
 engine's own documents (``span_document``, ``headline``, the rule
 docstrings), so the tab, ``tb-diagnostics report`` and the Markdown report
 never disagree; this module only adds what the tab needs to draw them (host
-windows, step flags, rule text by id, a pruned tree).
+windows, the badges of the steps' flags and their ``flag_why``, rule text by id, a
+pruned tree): it decides nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.report.critical_path import ROUTE_SEGMENTS, critical_path_document
 from tb_diagnostics.report.document import span_document
 from tb_diagnostics.report.text import headline
-from tb_diagnostics.rules._util import fmt_us
 from tb_diagnostics.server.loader import Progress
 from tb_diagnostics.server.path_threads import add_threads
 from tb_diagnostics.server.tree import heaviest_path, path_to_row, present_tree
@@ -53,46 +53,16 @@ def summarise(f: SpanFile, analysis: SpanAnalysis,
     doc["headline"] = headline(doc)
     for s, w in zip(doc["steps"], analysis.windows, strict=False):
         s["index"] = w.index
-        # "cold" is the step's own field (the analysis decides it), badged like the rest.
+        # Badges: the step's flags, each flag the analysis gives a reason for (flag_why:
+        # views.step_flags decides, the report words it) and "cold", the step's own field.
         cold = {"cold"} if s.get("cold") else set()
-        why = artefact_reason(s, doc["findings"])
-        if s.get("stub"):  # the profiler's empty trailing step (views.warmth), flagged so
-            why = STUB_WHY
-        s["flags"] = sorted(set(s.get("flags", ())) | ({"artefact"} if why else set()) | cold)
-        if why:
-            s["flag_why"] = {"artefact": why}
+        s["flags"] = sorted(set(s.get("flags", ())) | set(s.get("flag_why") or ()) | cold)
     doc["rules"] = rule_texts(x["rule"] for x in doc["findings"])
     m = analysis.model
     doc["trace"] = {"events": len(m), "lanes": len(m.lanes),
                     "threads": sum(not ln.is_device for ln in m.lanes),
                     "streams": sum(ln.is_device for ln in m.lanes)}
     return doc
-
-
-#: A step is badged "artefact" when the profiler's own time in it (``idle.profiler_us``,
-#: which its verdict already leaves out) reaches this share of its wall: below it the
-#: step's figures are not distorted, and a badge on the very step the verdict is about,
-#: with nothing saying why, reads as "do not trust this verdict".
-ARTEFACT_MIN_SHARE = 0.01
-#: The badge's reason on the stub step a mid-cycle stop leaves (``views.warmth``).
-STUB_WHY = ("the stub the profiler's last step() opened before it stopped: nothing ran in it, "
-            "so it is neither warm nor cold and no verdict reads it")
-
-
-def artefact_reason(step: dict[str, Any], findings: list[dict[str, Any]]) -> str | None:
-    """Why ``step`` is badged a profiler artefact ("Profiler flush sync: 2.16 ms of this
-    step's 49.38 ms (4.4%) is the profiler's own time; its verdict leaves it out"), or None
-    where no profiler-artefact finding names it or the profiler's time in it is too small
-    to distort it (whether a step is cold is its ``cold`` field, never a finding's)."""
-    named = [x for x in findings
-             if x.get("artefact") and step.get("step") in (x.get("steps") or [])]
-    own_us = float((step.get("idle") or {}).get("profiler_us") or 0.0)
-    wall = float(step.get("wall_us") or 0.0)
-    if not named or wall <= 0 or own_us < ARTEFACT_MIN_SHARE * wall:
-        return None
-    titles = "; ".join(dict.fromkeys(x["title"].replace(" (profiler artefact)", "") for x in named))
-    return (f"{titles}: {fmt_us(own_us)} of this step's {fmt_us(wall)} "
-            f"({100 * own_us / wall:.1f}%) is the profiler's own time; its verdict leaves it out")
 
 
 def rule_texts(rule_ids: Iterable[str]) -> dict[str, dict[str, str]]:

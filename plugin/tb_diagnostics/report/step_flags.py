@@ -1,0 +1,45 @@
+"""Each step document's ``flag_why``: why the analysis flags it, in words.
+
+The decision is :mod:`tb_diagnostics.analysis.views.step_flags`'s; this only words it,
+once, in the step documents, so the CLI's JSON, the API's step records and the tab's
+badge (its tooltip) say the same sentence.
+
+``flag_why`` is ``{flag: sentence}`` (``{"artefact": …}`` today) or None where no flag
+has a reason to give. ``flags`` keeps the step's own flags as before (the trailing stub
+is already ``artefact`` there); the tab badges each flag of either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.views.step_flags import ArtefactFinding, ArtefactFlag, artefact_flags
+from tb_diagnostics.rules._util import fmt_us
+
+#: The reason on the stub step a mid-cycle stop leaves (``views.warmth``).
+STUB_WHY = ("the stub the profiler's last step() opened before it stopped: nothing ran in it, "
+            "so it is neither warm nor cold and no verdict reads it")
+#: How the artefact rules mark their titles; the badge already says "artefact".
+_TITLE_TAG = " (profiler artefact)"
+
+
+def artefact_words(flag: ArtefactFlag) -> str:
+    """Why ``flag``'s step is a profiler artefact: the stub's sentence, or ("Profiler
+    flush sync: 2.16 ms of this step's 49.38 ms (4.4%) is the profiler's own time; its
+    verdict leaves it out")."""
+    if flag.stub:
+        return STUB_WHY
+    titles = "; ".join(dict.fromkeys(t.replace(_TITLE_TAG, "") for t in flag.titles))
+    return (f"{titles}: {fmt_us(flag.profiler_us)} of this step's {fmt_us(flag.wall_us)} "
+            f"({100 * flag.share:.1f}%) is the profiler's own time; its verdict leaves it out")
+
+
+def add_flag_reasons(steps: list[dict[str, Any]], analysis: SpanAnalysis,
+                     findings: Iterable[ArtefactFinding]) -> None:
+    """Set ``flag_why`` on every step document of ``analysis`` (one per window)."""
+    for s in steps:
+        s["flag_why"] = None
+    for flag in artefact_flags(analysis, findings):
+        steps[flag.index]["flag_why"] = {"artefact": artefact_words(flag)}
