@@ -19,10 +19,8 @@ from tb_diagnostics.logdir import LogDir, Run, SpanFile
 from tb_diagnostics.report.critical_path import add_critical_path
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
-from tb_diagnostics.report.host_work import add_host_work
 from tb_diagnostics.report.launch_queue import add_launch_queue
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
-from tb_diagnostics.report.step_documents import add_comm, step_documents
 from tb_diagnostics.report.step_flags import add_flag_reasons
 from tb_diagnostics.report.whatif import whatif_section
 from tb_diagnostics.rules import run_rules
@@ -67,7 +65,12 @@ def step_document(w: StepWindow) -> dict[str, Any]:
 
 def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
     """Per step: communication time, the part compute does not hide, the overlap ratio."""
-    add_comm(steps, step_comm(analysis))  # every step at once (report.step_documents)
+    sc = step_comm(analysis)
+    for k, s in enumerate(steps):
+        s["comm_us"] = _us(sc.comm_us[k])
+        s["exposed_comm_us"] = _us(sc.exposed_us[k])
+        ov = sc.overlap(k)
+        s["overlap"] = None if ov is None else round(ov, 6)
 
 
 def _add_cold(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
@@ -104,16 +107,15 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     if analysis is None:
         return doc
     model = analysis.model
+    windows = analysis.windows
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
-    # From the window columns in one pass (a span may hold a million steps).
-    doc["steps"] = step_documents(analysis)
+    doc["steps"] = [step_document(w) for w in windows]
     _add_comm(doc["steps"], analysis)
     add_step_roofline(doc["steps"], analysis)
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     _add_cold(doc["steps"], analysis)
     add_critical_path(doc["steps"], analysis)  # what each step's end waits on (issue 27)
-    add_host_work(doc["steps"], analysis)  # the launch cause's host work (views.host_work)
     findings = run_rules(analysis)
     # Why a step is flagged artefact (analysis.views.step_flags), for every reader.
     add_flag_reasons(doc["steps"], analysis, findings)
