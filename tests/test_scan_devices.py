@@ -23,13 +23,18 @@ SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 A100 = {"id": 0, "name": "NVIDIA A100-SXM4-40GB"}
 
 
-def gpu_file(path: Path, props: list[dict]) -> Path:
-    """A trace over the header bound whose deviceProperties come first (Kineto's layout)."""
+def gpu_trace(props: list[dict]) -> bytes:
+    """A gzip trace over the header bound whose deviceProperties come first (Kineto's
+    layout)."""
     one = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "dur": 1}
     events = [dict(one, ts=i) for i in range(HEADER_BYTES // len(json.dumps(one)) + 1)]
+    return gzip.compress(json.dumps(
+        {"schemaVersion": 1, "deviceProperties": props, "traceEvents": events}).encode())
+
+
+def gpu_file(path: Path, props: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(gzip.compress(json.dumps(
-        {"schemaVersion": 1, "deviceProperties": props, "traceEvents": events}).encode()))
+    path.write_bytes(gpu_trace(props))
     return path
 
 
@@ -150,3 +155,19 @@ def test_the_shared_log_dir_is_read_in_one_scan():
         assert took < 10.0, took
     finally:
         provider.shutdown()
+
+
+def test_a_remote_log_dir_is_read_through_fsspec():
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    props = gpu_trace([A100])
+    for n in range(6):
+        fs.pipe(f"/devbook/run{n}/worker0.1.pt.trace.json.gz", props)
+    try:
+        files = scan_logdir("memory:///devbook").files
+        assert len(files) == 6 and not any(f.url.startswith("/") for f in files)
+        book = DeviceBook()
+        assert book.read_missing(files)  # a few at a time, each a request to the store
+        assert {book.get(f).name for f in files} == {A100["name"]}
+    finally:
+        fs.rm("/devbook", recursive=True)
