@@ -192,7 +192,8 @@ def _phases(path: Path, plugin_dir: str | None, timeout: float) -> dict:
         if not ok(r):
             return r
         ph = json.loads(out.read_text().strip().splitlines()[-1])
-    return {**ph, "rss_mb": ph.pop("peak_rss_mb") * 2**20 / 1e6}
+    ph["rss_mb"] = ph.pop("peak_rss_mb") * 2**20 / 1e6  # measure.py's MiB to MB
+    return ph
 
 
 def _best(runs: list[dict]) -> dict:
