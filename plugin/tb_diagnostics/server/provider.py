@@ -15,6 +15,7 @@ from tb_diagnostics.analysis.span_timeline import warm as span_timeline_warm
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.server.devices import span_device
+from tb_diagnostics.server.exports import LastExported
 from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader, key_of
 from tb_diagnostics.server.present import load_and_summarise, step_detail
 from tb_diagnostics.server.scan import FileNow, ScanCache, ScanResult, file_now
@@ -63,6 +64,7 @@ class DataProvider:
         self._scan = ScanCache(logdir, max_age_s=scan_max_age_s) if logdir else None
         work = functools.partial(load_and_summarise, thresholds=thresholds, cache=cache)
         self.loader = loader or SpanLoader(work)
+        self._exports = LastExported()  # /chrome_trace: the last span's file, decoded
 
     # ---- cheap status -------------------------------------------------------
     def is_active(self) -> bool:
@@ -219,9 +221,11 @@ class DataProvider:
             raise Unavailable(got.get("error") or "the span is still loading: open it first")
         f = self._locate(run, worker, span).file
         index = _step_index(got.windows, step) if step else None
+        loaded = self.loader.get(f)  # the span's entry, kept: its file decoded rides on it
         try:
+            parsed = self._exports.parsed(loaded) if isinstance(loaded, Loaded) else None
             return export_file(f.url, f.relpath, file_range(got, index),
-                               "" if index is None else f".step{step}")
+                               "" if index is None else f".step{step}", parsed)
         except TraceLoadError as exc:
             raise Unavailable(str(exc)) from None
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import gzip
 import math
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -87,8 +89,18 @@ def _numbers(values: list[Any]) -> np.ndarray:
     return out
 
 
-def _kept(events: bytes | msgspec.Raw, lo: float, hi: float) -> np.ndarray:
-    """Positions of the events of ``[lo, hi)`` by the module's rule, whole-array."""
+@dataclass(frozen=True)
+class _Heads:
+    """What the cut reads of every event, as columns (NaN: no finite number)."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+    is_x: np.ndarray
+    is_meta: np.ndarray
+
+
+def _heads(events: bytes | msgspec.Raw) -> _Heads:
+    """The heads of the raw ``traceEvents`` array, whole-array."""
     try:
         typed = _EVENTS_TYPED.decode(events)
         ts = np.array([h.ts for h in typed], dtype=np.float64)
@@ -99,41 +111,91 @@ def _kept(events: bytes | msgspec.Raw, lo: float, hi: float) -> np.ndarray:
         ts = _numbers([h.ts for h in heads])
         dur = _numbers([h.dur for h in heads])
     ph = [h.ph for h in heads]
-    is_x = np.array([p == "X" for p in ph], dtype=bool)
-    is_meta = np.array([p == "M" for p in ph], dtype=bool)
-    spans = is_x & (dur > 0)  # NaN compares false: no duration, an instant's rule
+    return _Heads(ts=ts, dur=dur, is_x=np.array([p == "X" for p in ph], dtype=bool),
+                  is_meta=np.array([p == "M" for p in ph], dtype=bool))
+
+
+def _kept(h: _Heads, lo: float, hi: float) -> np.ndarray:
+    """Positions of the events of ``[lo, hi)`` by the module's rule, whole-array."""
+    spans = h.is_x & (h.dur > 0)  # NaN compares false: no duration, an instant's rule
     with np.errstate(invalid="ignore"):
-        overlap = (ts < hi - EPS_US) & (ts + dur > lo + EPS_US)
-        inside = (ts >= lo - EPS_US) & (ts < hi - EPS_US)
-    return np.flatnonzero(is_meta | np.where(spans, overlap, inside))
+        overlap = (h.ts < hi - EPS_US) & (h.ts + h.dur > lo + EPS_US)
+        inside = (h.ts >= lo - EPS_US) & (h.ts < hi - EPS_US)
+    return np.flatnonzero(h.is_meta | np.where(spans, overlap, inside))
+
+
+def _not_strict(shown: str, exc: Exception) -> TraceLoadError:
+    return TraceLoadError(shown, "cannot export: the file is not strict JSON with a "
+                          f"traceEvents array ({exc}); Perfetto would not load it either")
+
+
+class ParsedTrace:
+    """A trace file's JSON decoded once: every export of it (the span, any step) is cut
+    from this without decoding the file again (the server keeps the last one exported).
+
+    It holds the file's text and views into it (each event's raw bytes), and the events'
+    times as columns once a range is first asked for."""
+
+    def __init__(self, data: bytes, shown: str) -> None:
+        self.data = data
+        self.shown = shown
+        try:
+            top = _TOP.decode(data)  # parses all of it: strict JSON, or the error below
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _not_strict(shown, exc) from None
+        self._events: list[msgspec.Raw] | None = None  # each event's bytes, once cut
+        if isinstance(top, list):  # the bare-array form
+            self._rest: dict[str, msgspec.Raw] = {}
+            self._raw: bytes | msgspec.Raw | None = data
+            self._events = top
+        else:
+            self._rest = {k: v for k, v in top.items() if k != "traceEvents"}
+            self._raw = top.get("traceEvents")
+        # The whole span of a file in the usual form is the file itself.
+        self._is_whole_file = isinstance(top, dict) and "traceEvents" in top
+        self._heads: _Heads | None = None
+        self._lock = threading.Lock()  # two requests at once decode the events once
+
+    def cut(self, file_range: tuple[float, float] | None = None) -> bytes:
+        """The Chrome-trace JSON of every event, or those of ``file_range`` (the file's
+        clock, µs), with the file's other keys."""
+        if file_range is None and self._is_whole_file:
+            return self.data
+        kept = events = self._event_bytes()
+        if file_range is not None and events:
+            kept = [events[i] for i in _kept(self._columns(), *file_range).tolist()]
+        parts = [b'{"traceEvents":[', b",".join(bytes(r) for r in kept), b"]"]
+        for k, v in self._rest.items():
+            parts += [b",", msgspec.json.encode(k), b":", bytes(v)]
+        parts.append(b"}")
+        return b"".join(parts)
+
+    def _event_bytes(self) -> list[msgspec.Raw]:
+        with self._lock:
+            if self._events is None:
+                try:
+                    self._events = (_EVENTS_RAW.decode(self._raw) if self._raw is not None
+                                    else [])
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise _not_strict(self.shown, exc) from None
+            return self._events
+
+    def _columns(self) -> _Heads:
+        with self._lock:
+            if self._heads is None:
+                assert self._raw is not None  # events exist only with their array
+                try:
+                    self._heads = _heads(self._raw)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise _not_strict(self.shown, exc) from None  # an event not an object
+            return self._heads
 
 
 def chrome_trace(data: bytes, shown: str, file_range: tuple[float, float] | None = None
                  ) -> bytes:
     """The Chrome-trace JSON of ``data`` (a trace file's JSON text): every event, or those
     of ``file_range`` (the file's clock, µs), with the file's other keys."""
-    try:
-        top = _TOP.decode(data)  # parses all of it: strict JSON, or the error below
-        if isinstance(top, dict) and file_range is None and "traceEvents" in top:
-            return data  # the whole span of a file in the usual form: the file itself
-        if isinstance(top, list):  # the bare-array form
-            events_raw, rest, raw = top, {}, data
-        else:
-            rest = {k: v for k, v in top.items() if k != "traceEvents"}
-            raw = top.get("traceEvents")
-            events_raw = _EVENTS_RAW.decode(raw) if raw is not None else []
-        kept = events_raw
-        if file_range is not None and events_raw:
-            kept = [events_raw[i] for i in _kept(raw, *file_range).tolist()]
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceLoadError(shown, "cannot export: the file is not strict JSON with a "
-                             f"traceEvents array ({exc}); Perfetto would not load it "
-                             "either") from None
-    parts = [b'{"traceEvents":[', b",".join(bytes(r) for r in kept), b"]"]
-    for k, v in rest.items():
-        parts += [b",", msgspec.json.encode(k), b":", bytes(v)]
-    parts.append(b"}")
-    return b"".join(parts)
+    return ParsedTrace(data, shown).cut(file_range)
 
 
 def gzipped(data: bytes) -> bytes:
@@ -141,11 +203,17 @@ def gzipped(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
+def read_trace(url: str, shown: str) -> ParsedTrace:
+    """The trace file at ``url``, read and decoded once (:class:`ParsedTrace`)."""
+    return ParsedTrace(read_json_bytes(url, shown), shown)
+
+
 def export_file(url: str, shown: str, file_range: tuple[float, float] | None,
-                suffix: str = "") -> tuple[bytes, str]:
+                suffix: str = "", parsed: ParsedTrace | None = None) -> tuple[bytes, str]:
     """The trace file at ``url`` (or ``file_range`` of it) as gzipped Chrome-trace JSON,
-    and a file name for it: the trace's own name with ``suffix`` (``.step12``)."""
-    data = chrome_trace(read_json_bytes(url, shown), shown, file_range)
+    and a file name for it: the trace's own name with ``suffix`` (``.step12``). ``parsed``:
+    the file already decoded (:func:`read_trace`), so this reads nothing."""
+    data = (parsed or read_trace(url, shown)).cut(file_range)
     base = shown.rsplit("/", 1)[-1]
     for end in (".gz", ".json", ".pt.trace"):
         base = base.removesuffix(end)
