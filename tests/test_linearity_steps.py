@@ -395,6 +395,14 @@ def test_compile_regions_equal_the_regions_one_by_one(spans, tmp_path):
                 r.generated, r.extern) for r in compile_regions(a)]
         assert got == regions_one_by_one(a) and got
     assert {r.extern for r in compile_regions(made)} - {0}  # the GEMMs' regions
+    # The columns read as a sequence of regions: by index, from the end, by slice.
+    regions = compile_regions(made)
+    fields = [(r.lane, r.ops.tolist(), r.generated) for r in regions]
+    assert [(r.lane, r.ops.tolist(), r.generated) for r in regions[1:3]] == fields[1:3]
+    assert regions[-1].ops.tolist() == fields[-1][1] and len(regions) == len(fields)
+    with pytest.raises(IndexError):
+        regions[len(regions)]
+    assert regions != [] and compile_regions(analysis_of(0)) == []
 
 
 def test_compile_regions_make_no_numpy_call_per_region():
