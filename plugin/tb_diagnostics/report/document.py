@@ -19,6 +19,7 @@ from tb_diagnostics.logdir import LogDir, Run, SpanFile
 from tb_diagnostics.report.critical_path import add_critical_path
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
+from tb_diagnostics.report.host_work import add_host_work
 from tb_diagnostics.report.launch_queue import add_launch_queue
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
 from tb_diagnostics.report.step_flags import add_flag_reasons
@@ -116,6 +117,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
     _add_cold(doc["steps"], analysis)
     add_critical_path(doc["steps"], analysis)  # what each step's end waits on (issue 27)
+    add_host_work(doc["steps"], analysis)  # the launch cause's host work (views.host_work)
     findings = run_rules(analysis)
     # Why a step is flagged artefact (analysis.views.step_flags), for every reader.
     add_flag_reasons(doc["steps"], analysis, findings)

@@ -21,6 +21,23 @@ export const CAUSE_LABEL = {
 /** The main idle cause in words: "comm" counts lone collective kernels and host waits. */
 export const MAIN_CAUSE_LABEL = { ...CAUSE_LABEL, comm: "in collectives" };
 
+// The launch cause holds dispatch and the host's own code, a thread feeding the device
+// that starts no op for 1 ms or more (idle_host_work_us): worded as that code from this
+// share of the cause up, as both from HOST_WORK_MENTION (the headline's thresholds).
+const HOST_WORK_MOSTLY = 0.8;
+const HOST_WORK_MENTION = 0.2;
+
+/** A step's main idle cause in words, the launch cause split by what the host did. */
+export function mainCauseLabel(s) {
+  const cause = s.main_idle_cause;
+  if (!cause) return "—";
+  const launch = s.idle?.launch_us ?? 0;
+  const own = cause === "launch" && launch > 0 ? (s.idle_host_work_us ?? 0) / launch : 0;
+  if (own >= HOST_WORK_MOSTLY) return "host code launching nothing";
+  if (own >= HOST_WORK_MENTION) return "launching work and host code launching nothing";
+  return MAIN_CAUSE_LABEL[cause];
+}
+
 /**
  * The stacked parts of a step's wall time, bottom up: compute (device activity that is
  * not a collective kernel, what the verdict reads), collective kernels no compute
@@ -53,7 +70,7 @@ export const VERDICT_CAUSE = {
 };
 export const VERDICT_HELP = {
   "compute-bound": "the device computes most of the step: only faster kernels or less work help",
-  "overhead-bound": "the device waits while the host launches work (Python, dispatch, launches)",
+  "overhead-bound": "the device waits for the host: while it launches work (Python, dispatch, launches), or runs code of its own that launches none (decoding, preprocessing: CUDA graphs and torch.compile do not remove that)",
   "input-bound": "the device waits for the next batch from the DataLoader",
   "sync-bound": "the host blocks in synchronisations and the device then waits for work",
   "communication-bound": "the rank waits for the others or the network: in collective kernels no compute overlaps, or on the host in collectives (all-reduce…) while the device idles",

@@ -2,7 +2,7 @@
 // arrow keys select a step (which loads its dispatch tree and timeline).
 
 import { h } from "./dom.js";
-import { CAUSE_LABEL, LAYERS, MAIN_CAUSE_LABEL, computeBusy, dur, ms, partUs, pct, stepLabel, verdictColor } from "./format.js";
+import { CAUSE_LABEL, LAYERS, computeBusy, dur, mainCauseLabel, ms, partUs, pct, stepLabel, verdictColor } from "./format.js";
 import { pathBar, pathLegend } from "./pathkinds.js";
 
 const COLUMNS = [
@@ -114,7 +114,7 @@ export class StepTable {
     flopCell(s),
     // Where the launch backlog decided the verdict, the chip says why.
     h("td", null, h("span", { class: "chip", style: { "--chip": verdictColor(s.verdict) }, title: s.verdict_reason || null }, s.verdict)),
-    h("td", { class: "muted" }, s.main_idle_cause ? MAIN_CAUSE_LABEL[s.main_idle_cause] : "—"),
+    h("td", { class: "muted" }, mainCauseLabel(s)),
     h("td", { class: "num" }, s.ops.toLocaleString()),
     h("td", { class: "num" }, s.kernels.toLocaleString()));
   }
