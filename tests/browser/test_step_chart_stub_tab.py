@@ -45,6 +45,10 @@ def test_the_stub_is_drawn_but_sets_no_part_of_the_scale(page, stub_tb, artifact
     steps = summary_of(stub_tb, RUN)["steps"]
     assert [(s["step"], s["stub"], s["cold"]) for s in steps] == \
         [(1, False, False), (2, False, False), (3, True, False)]
+    # The step table's badge says the analysis' own reason (the step's flag_why).
+    badge = frame.locator('table[aria-label="steps"] tr[data-index="2"] .badge.artefact')
+    expect(badge).to_have_attribute("title", steps[2]["flag_why"]["artefact"])
+    assert "nothing ran in it" in steps[2]["flag_why"]["artefact"]
     chart = frame.locator("#step-chart")
     for theme in ("light", "dark"):
         if theme == "dark":
