@@ -424,3 +424,35 @@ def test_compile_regions_make_no_numpy_call_per_region():
 
         counted[label] = numpy_calls(regions)
     assert counted["wide"] <= GROWTH * counted["base"], counted
+
+
+def test_compile_change_removed_walks_no_line_per_region_where_each_ends_over_budget():
+    """One-op regions, every other one over its budget (as every tiny step's: its lookup
+    and launch outlast the op): a region's last op carries to nothing, so no op is walked
+    (the walk ran some ten lines per region over budget)."""
+    from types import SimpleNamespace
+
+    from linecount import executed_lines
+
+    from tb_diagnostics.analysis.replay.compile_change import Regions, _removed
+
+    def lines(n: int) -> int:
+        start = np.arange(n, dtype=np.float64) * 10
+        model = SimpleNamespace(start=start, end=start + 6)
+        z = np.zeros(n, dtype=np.int64)
+        regions = Regions(lane=z, window=np.arange(n), op_cut=np.arange(n + 1),
+                          ops=np.arange(n), keep_us=np.zeros(n),
+                          act_cut=np.zeros(n + 1, np.int64), activities=z[:0], generated=z,
+                          extern=z)
+        # 7 µs kept of every other 6 µs op (it overflows), 2 µs of the others.
+        keep = np.where(np.arange(n) % 2 == 0, 7.0, 2.0)
+        got = {}
+        count = executed_lines(lambda: got.update(
+            _removed(SimpleNamespace(model=model), regions, keep)))
+        want = removed_per_region(start, start + 6, list(regions), list(keep[:, None]))
+        assert np.array_equal(got[0].start, want[0].start)
+        assert np.array_equal(got[0].end, want[0].end)
+        return count
+
+    counted = {"base": lines(STEPS), "wide": lines(10 * STEPS)}
+    assert counted["wide"] <= GROWTH * counted["base"], counted

@@ -118,10 +118,14 @@ def _removed(analysis: SpanAnalysis, regions: Regions | list[Region],
     # A copy either way (the carries go into it): one array per region, or their column.
     want = (keep if isinstance(keep, np.ndarray) else np.concatenate(keep)).astype(np.float64)
     # What an op cannot hold carries to the next of its region: walked one op at a time
-    # only from an op whose own budget overflows, until the carry is spent.
+    # only from an op whose own budget overflows, until the carry is spent. A region's
+    # last op carries to nothing (its walk would change nothing): a span of one-op
+    # regions, each over budget, walks none.
     region_end = np.repeat(last + 1, sizes)
+    over = want > room
+    over[last] = False
     done = 0
-    for i in np.flatnonzero(want > room).tolist():
+    for i in np.flatnonzero(over).tolist():
         if i < done:
             continue
         stop, carry = int(region_end[i]), 0.0
