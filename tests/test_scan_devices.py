@@ -17,6 +17,7 @@ from conftest import TraceBuilder, tree_digest
 from tb_diagnostics.logdir import scan_logdir
 from tb_diagnostics.server.devices import DeviceBook, span_device
 from tb_diagnostics.server.provider import DataProvider
+from tb_diagnostics.server.scan import ScanCache
 from tb_diagnostics.trace.header import HEADER_BYTES, HeaderDevice, unknown
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
@@ -79,17 +80,25 @@ def test_the_book_reads_each_version_once_and_forgets_unlisted_files(logdir):
     assert book.get(stale) is None  # no longer listed: dropped
 
 
-def test_the_book_stops_starting_reads_after_its_budget(logdir):
-    def slow(url: str, shown: str) -> HeaderDevice:
-        time.sleep(0.2)
-        return unknown("slow")
+def test_a_slow_header_never_holds_the_scan_back(logdir):
+    release = threading.Event()
 
-    book = DeviceBook(slow)
-    files = scan_logdir(str(logdir)).files
-    assert not book.read_missing(files, budget_s=0.1)
-    assert sum(book.get(f) is not None for f in files) < len(files)
-    assert book.read_missing(files)  # the rest, later
-    assert all(book.get(f) is not None for f in files)
+    def stalled(url: str, shown: str) -> HeaderDevice:
+        release.wait(10)  # a stalled network file system
+        return unknown("stalled")
+
+    cache = ScanCache(str(logdir))
+    cache.devices = DeviceBook(stalled)
+    cache.header_wait_s = 0.2
+    t0 = time.monotonic()
+    result = cache.get(max_age_s=0.0)
+    assert result is not None and result.has_traces and time.monotonic() - t0 < 3.0
+    assert all(cache.devices.get(f) is None for f in result.logdir.files)  # not read yet
+    release.set()
+    deadline = time.monotonic() + 10
+    while not all(cache.devices.get(f) for f in result.logdir.files):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
 
 
 def test_one_reading_pass_at_a_time(logdir):

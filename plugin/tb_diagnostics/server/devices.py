@@ -11,7 +11,6 @@ read being a round trip.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -41,11 +40,11 @@ class DeviceBook:
             entry = self._book.get(f.url)
         return entry[1] if entry is not None and entry[0] == (f.size, f.mtime) else None
 
-    def read_missing(self, files: Iterable[SpanFile], budget_s: float | None = None) -> bool:
+    def read_missing(self, files: Iterable[SpanFile]) -> bool:
         """Read the files not read at their listed version; forget files no longer listed.
 
-        Stops starting new reads after ``budget_s`` seconds; returns whether every file is
-        read. A pass already running elsewhere is left to do it (returns False)."""
+        Returns False where a pass already running elsewhere is left to do it (one pass at
+        a time: the next scan's pass reads what this one missed)."""
         files = list(files)
         if not self._pass.acquire(blocking=False):
             return False
@@ -56,25 +55,22 @@ class DeviceBook:
                     del self._book[url]
                 todo = [f for f in files if self._book.get(f.url, (None,))[0]
                         != (f.size, f.mtime)]
-            deadline = None if budget_s is None else time.monotonic() + budget_s
-            local = [f for f in todo if is_local(f.url)]
+            for f in todo:
+                if is_local(f.url):
+                    self._one(f)
             remote = [f for f in todo if not is_local(f.url)]
-            done = all(self._one(f, deadline) for f in local)
             if remote:
                 with ThreadPoolExecutor(max_workers=REMOTE_READERS,
                                         thread_name_prefix="tb-diagnostics-header") as pool:
-                    done = all(list(pool.map(lambda f: self._one(f, deadline), remote))) and done
-            return done
+                    list(pool.map(self._one, remote))
+            return True
         finally:
             self._pass.release()
 
-    def _one(self, f: SpanFile, deadline: float | None) -> bool:
-        if deadline is not None and time.monotonic() > deadline:
-            return False
+    def _one(self, f: SpanFile) -> None:
         device = self._read(f.url, f.relpath)
         with self._lock:
             self._book[f.url] = ((f.size, f.mtime), device)
-        return True
 
 
 def span_device(analysed: dict[str, Any] | None,

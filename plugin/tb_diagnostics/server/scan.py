@@ -29,8 +29,8 @@ from tb_diagnostics.server.devices import DeviceBook
 from tb_diagnostics.storage import is_local, local_path
 from tb_diagnostics.trace.source import describe_mode
 
-#: Seconds a scan spends reading file headers before it is given out.
-HEADER_BUDGET_S = 0.5
+#: Seconds a scan waits for the file headers it read before it is given out.
+HEADER_WAIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class ScanCache:
         self._running: threading.Event | None = None
         #: Each listed file's device from its header (the compare picker's order).
         self.devices = DeviceBook()
+        self.header_wait_s = HEADER_WAIT_S
 
     @property
     def logdir(self) -> str:
@@ -111,17 +112,19 @@ class ScanCache:
             tree, error = None, str(exc)
         except Exception as exc:  # a broken filesystem backend must not kill the tab
             tree, error = None, f"{self._logdir}: cannot list ({type(exc).__name__}: {exc})"
-        # Headers are read before the scan is given out where that is quick (a local log
-        # dir: a few ms a file), so the first /runs already has the devices; what is left
-        # (a slow store) is read after, never holding the listing back for long.
-        finished = tree is None or self.devices.read_missing(tree.files, HEADER_BUDGET_S)
+        if tree is not None:
+            # File headers are read beside the scan, which waits for them a moment: a local
+            # log dir's take a few ms a file, so the first /runs already has the devices; a
+            # slow store's (or one stalled file's) never hold the listing back for long.
+            reader = threading.Thread(target=self.devices.read_missing, args=(tree.files,),
+                                      name="tb-diagnostics-headers", daemon=True)
+            reader.start()
+            reader.join(self.header_wait_s)
         t1 = time.monotonic()
         with self._lock:
             self._result = ScanResult(logdir=tree, error=error, finished_at=t1, took_s=t1 - t0)
             self._running = None
         done.set()
-        if not finished:
-            self.devices.read_missing(tree.files)
 
 
 @dataclass(frozen=True)
