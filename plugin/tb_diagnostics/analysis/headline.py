@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.verdict import UNJUDGED
 from tb_diagnostics.analysis.views.warmth import step_walls
@@ -91,7 +93,15 @@ def span_verdict(analysis: SpanAnalysis) -> SpanVerdict:
         return SpanVerdict(None, (), 0.0, 0.0)
     # The warm steps (every one but the profiler's trailing stub where none is warm).
     warm = step_walls(analysis).judged
-    split = verdict_by_time((w.step, w.verdict, w.wall_us, judged_us(w.wall_us, w.idle))
-                            for w, keep in zip(windows, warm.tolist(), strict=True) if keep)
+    # From the window columns (a span may hold a million steps): judged_us for each.
+    c = windows.columns
+    wall = c.wall_us
+    left = c.idle["profiler"] + c.idle["compile"] + c.idle["module_load"]  # UNJUDGED
+    judged = wall - left
+    judged = np.where(judged < 0.0, 0.0, judged)  # max(judged, 0.0), NaN kept
+    keep = np.flatnonzero(warm)
+    split = verdict_by_time(zip(c.step[keep].tolist() if c.has_steps else [None] * keep.size,
+                                c.verdict[keep].tolist(), wall[keep].tolist(),
+                                judged[keep].tolist(), strict=True))
     return SpanVerdict(split[0].verdict, split, float(sum(x.wall_us for x in split)),
                        float(sum(x.judged_us for x in split)))

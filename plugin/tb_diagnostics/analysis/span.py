@@ -17,8 +17,9 @@ import numpy as np
 from tb_diagnostics.analysis.dispatch import CallNode, call_tree
 from tb_diagnostics.analysis.intervals import Intervals, union, union_of_rows
 from tb_diagnostics.analysis.step_windows import build_windows, window_bounds
-from tb_diagnostics.analysis.steps import HostSteps, StepWindow, find_host_steps
+from tb_diagnostics.analysis.steps import HostSteps, find_host_steps
 from tb_diagnostics.analysis.verdict import Thresholds
+from tb_diagnostics.analysis.window_columns import StepWindows
 from tb_diagnostics.trace.categories import (
     COLLECTIVE_OP,
     COMM_KERNEL,
@@ -307,6 +308,7 @@ class SpanAnalysis:
         return window_bounds(self)
 
     @cached_property
-    def windows(self) -> list[StepWindow]:
-        """One verdict per step window (:func:`.step_windows.build_windows`)."""
+    def windows(self) -> StepWindows:
+        """One verdict per step window (:func:`.step_windows.build_windows`): a sequence of
+        :class:`StepWindow` views over columns (``windows.columns``), none kept per step."""
         return build_windows(self)

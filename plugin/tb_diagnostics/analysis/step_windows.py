@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from tb_diagnostics.analysis.intervals import covered
-from tb_diagnostics.analysis.steps import StepWindow, device_partition
+from tb_diagnostics.analysis.steps import device_partition
 from tb_diagnostics.analysis.verdict import (
+    CAUSE_VERDICT,
+    COMPILE_BOUND_SHARE,
     COMPILING_MIN_US,
-    compile_bound,
-    host_limited_verdict,
+    IDLE_CAUSES,
+    Thresholds,
     idle_split,
-    main_idle_cause,
-    verdict_of,
 )
+from tb_diagnostics.analysis.window_columns import StepWindows, WindowColumns
 from tb_diagnostics.analysis.window_totals import per_window_totals
 from tb_diagnostics.trace.categories import Kind
 
@@ -31,12 +32,12 @@ if TYPE_CHECKING:  # span.py imports this module: the type only, at run time not
 
 
 class HostLimited(NamedTuple):
-    """Per window, as lists: host-limited (a warm step on a draining backlog), the host's
+    """Per window: host-limited (a warm step on a draining backlog), the host's
     DataLoader time and its issue time (µs)."""
 
-    host: list[bool]
-    input_us: list[float]
-    issue_us: list[float]
+    host: np.ndarray  # bool
+    input_us: np.ndarray
+    issue_us: np.ndarray
 
 
 def window_bounds(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
@@ -57,11 +58,14 @@ def window_bounds(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
     return device_partition(hs.host_start, hs.host_end, last_dev)
 
 
-def build_windows(analysis: SpanAnalysis) -> list[StepWindow]:
-    """One :class:`StepWindow` per window of ``analysis.bounds``: its device busy and
-    compute time, its idle time split by cause, its totals, and its verdict."""
+def build_windows(analysis: SpanAnalysis) -> StepWindows:
+    """The windows of ``analysis.bounds`` as columns (:class:`.window_columns.WindowColumns`):
+    each one's device busy and compute time, its idle time split by cause, its totals, and
+    its verdict, decided for every window at once (no Python per window: a trace of a
+    million steps has a million windows)."""
     hs = analysis.host_steps
     lo, hi = analysis.bounds
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
     wall = hi - lo
     busy_iv = analysis.busy_intervals
     busy = covered(busy_iv, lo, hi)
@@ -75,76 +79,82 @@ def build_windows(analysis: SpanAnalysis) -> list[StepWindow]:
         "module_load": analysis.module_load_intervals, "input": analysis.input_intervals,
         "sync": analysis.sync_intervals, "comm": analysis.comm_intervals,
         "launch": analysis.launch_intervals})
+    idle = {c: np.maximum(v, 0.0) for c, v in idle.items()}
     limited = host_limited(analysis)
     stats = per_window_totals(analysis, lo, hi)
-    # Python lists, not numpy scalars, in the per-window loop: a trace of a million
-    # steps builds a million windows, and a float() of a numpy scalar costs 10× more.
     n = lo.shape[0]
     has_steps = len(hs) > 0
-    idle_cols = {c: np.maximum(v, 0.0).tolist() for c, v in idle.items()}
-    busy_l, wall_l, lo_l, hi_l = busy.tolist(), wall.tolist(), lo.tolist(), hi.tolist()
-    compute_l = compute.tolist()
     # Compiling, whether the device idled meanwhile or ran earlier work.
-    compiling_l = (covered(analysis.compile_intervals, lo, hi) >= COMPILING_MIN_US).tolist() \
-        if len(analysis.compile_intervals) else [False] * n
+    compiling = (covered(analysis.compile_intervals, lo, hi) >= COMPILING_MIN_US) \
+        if len(analysis.compile_intervals) else np.zeros(n, dtype=bool)
     # The device ran only collectives: busy minus compute (compute lies inside busy).
-    alone_l = np.maximum(busy - compute, 0.0).tolist()
-    step_l = hs.numbers.tolist() if has_steps else [None] * n
-    row_l = hs.rows.tolist() if has_steps and not hs.inferred else [-1] * n
-    host_lo_l = hs.host_start.tolist() if has_steps else lo_l
-    host_hi_l = hs.host_end.tolist() if has_steps else hi_l
-    cpu_l = stats["self_cpu"].tolist()
-    dev_l = [None] * n if analysis.cpu_only else stats["self_device"].tolist()
-    ops_l = stats["ops"].astype(np.int64).tolist()
-    kernels_l = stats["kernels"].astype(np.int64).tolist()
-    th = analysis.thresholds
+    alone = np.maximum(busy - compute, 0.0)
+    # The profiler's own time and one-time costs are labelled, and left out of the
+    # verdict: a step that compiles for 1.7 s is judged on the rest.
+    judged = wall - idle["profiler"] - idle["compile"] - idle["module_load"]
+    frac = np.divide(compute, judged, out=np.zeros(n), where=judged > 0)
+    cause = main_idle_causes(idle, alone)
+    verdict = verdicts_of(frac, cause, analysis.thresholds)
+    verdict_by = np.full(n, None, dtype=object)
+    if limited is not None:
+        verdict[limited.host] = np.where(
+            (limited.issue_us > 0) & (limited.input_us >= 0.5 * limited.issue_us),
+            CAUSE_VERDICT["input"], CAUSE_VERDICT["launch"])[limited.host]
+        verdict_by[limited.host] = "launch-backlog"
+    # Mostly compiling: the compile bounds the step, not the work around it (before the
+    # backlog: verdict.compile_bound wins where both hold).
+    by_compile = (wall > 0) & (idle["compile"] >= COMPILE_BOUND_SHARE * wall)
+    verdict[by_compile] = "compile-bound"
+    verdict_by[by_compile] = "compilation"
+    cause[by_compile] = "compile"
     from tb_diagnostics.analysis.views.warmth import trailing_stub  # views import span
 
-    # The stub the profiler's last step() opened: a profiler artefact, not a step.
-    stub = trailing_stub(analysis)
-    out = []
-    for k in range(n):
-        idle_k = {c: col[k] for c, col in idle_cols.items()}
-        busy_k, compute_k, alone_k = busy_l[k], compute_l[k], alone_l[k]
-        # The profiler's own time and one-time costs are labelled, and left out of the
-        # verdict: a step that compiles for 1.7 s is judged on the rest.
-        judged = wall_l[k] - idle_k["profiler"] - idle_k["compile"] - idle_k["module_load"]
-        frac = compute_k / judged if judged > 0 else 0.0
-        cause = main_idle_cause(idle_k, alone_k)
-        verdict, verdict_by = verdict_of(frac, cause, th), None
-        if compile_bound(idle_k["compile"], wall_l[k]):
-            # Mostly compiling: the compile bounds the step, not the work around it.
-            verdict, verdict_by, cause = "compile-bound", "compilation", "compile"
-        elif limited is not None and limited.host[k]:
-            verdict = host_limited_verdict(limited.input_us[k], limited.issue_us[k])
-            verdict_by = "launch-backlog"
-        flags = ["inferred"] if hs.inferred else []
-        if compiling_l[k]:
-            flags.append("compiling")
-        if k == stub:
-            flags.append("artefact")
-        out.append(StepWindow(
-            index=k,
-            step=step_l[k],
-            # An inferred step has no step event (its row only starts the iteration).
-            row=row_l[k],
-            host_start=host_lo_l[k],
-            host_end=host_hi_l[k],
-            start=lo_l[k],
-            end=hi_l[k],
-            device_busy_us=busy_k,
-            compute_busy_us=compute_k,
-            exposed_collective_us=alone_k,
-            idle=idle_k,
-            verdict=verdict,
-            main_idle_cause=cause,
-            self_cpu_us=cpu_l[k],
-            self_device_us=dev_l[k],
-            ops=ops_l[k],
-            kernels=kernels_l[k],
-            flags=flags,
-            verdict_by=verdict_by,
-        ))
+    return StepWindows(WindowColumns(
+        has_steps=has_steps,
+        step=hs.numbers.astype(np.int64) if has_steps else np.zeros(n, dtype=np.int64),
+        # An inferred step has no step event (its row only starts the iteration).
+        row=hs.rows.astype(np.int64) if has_steps and not hs.inferred
+        else np.full(n, -1, dtype=np.int64),
+        host_start=np.asarray(hs.host_start, dtype=np.float64) if has_steps else lo,
+        host_end=np.asarray(hs.host_end, dtype=np.float64) if has_steps else hi,
+        start=lo, end=hi, device_busy_us=busy, compute_busy_us=compute,
+        exposed_collective_us=alone, idle=idle, verdict=verdict, main_idle_cause=cause,
+        verdict_by=verdict_by, self_cpu_us=np.asarray(stats["self_cpu"], dtype=np.float64),
+        self_device_us=None if analysis.cpu_only
+        else np.asarray(stats["self_device"], dtype=np.float64),
+        ops=stats["ops"].astype(np.int64), kernels=stats["kernels"].astype(np.int64),
+        inferred=hs.inferred, compiling=np.asarray(compiling, dtype=bool),
+        # The stub the profiler's last step() opened: a profiler artefact, not a step.
+        stub=trailing_stub(analysis)))
+
+
+def main_idle_causes(idle: dict[str, np.ndarray], exposed_collective: np.ndarray,
+                     ) -> np.ndarray:
+    """Per window, :func:`.verdict.main_idle_cause` (an object array of cause names or
+    None): the largest cause, ties to the earlier of :data:`.verdict.IDLE_CAUSES`."""
+    times = np.stack([idle[c] + exposed_collective if c == "comm" else idle[c]
+                      for c in IDLE_CAUSES])
+    # The per-window loop took a cause only where it was strictly above 0 and above
+    # every earlier one: the first maximum, where that maximum is positive (NaN never).
+    times = np.where(np.isnan(times), -np.inf, times)
+    best = np.argmax(times, axis=0)
+    names = np.asarray(IDLE_CAUSES, dtype=object)[best]
+    names[times[best, np.arange(best.shape[0])] <= 0.0] = None
+    return names
+
+
+def verdicts_of(compute_busy: np.ndarray, cause: np.ndarray, th: Thresholds) -> np.ndarray:
+    """Per window, :func:`.verdict.verdict_of` (an object array of verdicts)."""
+    by_cause = np.asarray([CAUSE_VERDICT[c or "other"] for c in (*IDLE_CAUSES, None)],
+                          dtype=object)
+    code = np.full(cause.shape[0], len(IDLE_CAUSES), dtype=np.int64)
+    for i, c in enumerate(IDLE_CAUSES):
+        code[cause == c] = i
+    # Neither below low_busy nor at compute_bound (NaN included): mixed, as verdict_of.
+    out = np.full(cause.shape[0], "mixed", dtype=object)
+    low = compute_busy < th.low_busy
+    out[low] = by_cause[code[low]]
+    out[compute_busy >= th.compute_bound] = "compute-bound"
     return out
 
 
@@ -164,4 +174,5 @@ def host_limited(analysis: SpanAnalysis) -> HostLimited | None:
     if not host.any():
         return None
     inputs = covered(analysis.input_intervals, bl.host_start, bl.host_end)
-    return HostLimited(host.tolist(), inputs.tolist(), bl.host_issue_us.tolist())
+    return HostLimited(np.asarray(host, dtype=bool), np.asarray(inputs, dtype=np.float64),
+                       np.asarray(bl.host_issue_us, dtype=np.float64))

@@ -11,7 +11,8 @@ whose host window contains the runtime/driver call that launched it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -19,37 +20,127 @@ from tb_diagnostics.trace.categories import STEP_NAME, Kind
 from tb_diagnostics.trace.model import ROW_CHUNK, TraceModel, row_indices
 
 
-@dataclass(frozen=True)
 class StepWindow:
-    """One step (or, in a trace without steps, the whole span) and its figures."""
+    """One step (or, in a trace without steps, the whole span) and its figures: a view of
+    row ``index`` of the span's window columns (:class:`.window_columns.WindowColumns`),
+    made on demand. The figures live in the columns, one array per figure: a span of a
+    million steps holds no Python object per step (issue 28).
 
-    index: int  # position in the span, 0-based
-    step: int | None  # N of ProfilerStep#N; None for a span without steps
-    row: int  # model row of the ProfilerStep#N event, -1 without steps
-    host_start: float  # µs since the model origin
-    host_end: float
-    start: float  # the device-side partition [start, end)
-    end: float
-    device_busy_us: float  # any device activity, collectives included
-    # Device activity that is not a collective kernel: what the verdict reads. On a
-    # CPU-only trace, the heavy op self time (device_busy_us: collectives are not in it).
-    compute_busy_us: float
-    # Collective kernels that no compute overlaps: device_busy_us - compute_busy_us.
-    exposed_collective_us: float
-    idle: dict[str, float]  # device idle µs: input / sync / comm / launch / other / profiler
-    verdict: str
-    main_idle_cause: str | None
-    self_cpu_us: float
-    self_device_us: float | None  # None on CPU-only traces
-    ops: int
-    kernels: int
-    flags: list[str] = field(default_factory=list)
-    # What decided the verdict where compute_busy and the main cause did not: None, or
-    # "launch-backlog" (a warm step whose device drains work queued earlier for a host
-    # that issues less than the device runs: the host is the limit, views.backlog), or
-    # "compilation" (the device idle while the host compiles for most of the step:
-    # compile-bound, main cause "compile"; verdict.compile_bound).
-    verdict_by: str | None = None
+    Fields, each a plain Python value read from its column:
+
+    - ``index``: position in the span, 0-based; ``step``: N of ProfilerStep#N, None for
+      a span without steps; ``row``: model row of the ProfilerStep#N event, -1 without
+    - ``host_start``, ``host_end``: µs since the model origin; ``start``, ``end``: the
+      device-side partition ``[start, end)``
+    - ``device_busy_us``: any device activity, collectives included
+    - ``compute_busy_us``: device activity that is not a collective kernel, what the
+      verdict reads (on a CPU-only trace the heavy op self time)
+    - ``exposed_collective_us``: collective kernels that no compute overlaps
+    - ``idle``: device idle µs by cause (input / sync / comm / launch / other / profiler /
+      compile / module_load), a new dict per read
+    - ``verdict``, ``main_idle_cause``; ``self_cpu_us``; ``self_device_us`` (None on
+      CPU-only traces); ``ops``; ``kernels``; ``flags`` (a new list per read)
+    - ``verdict_by``: what decided the verdict where compute_busy and the main cause did
+      not: None, "launch-backlog" (a warm step draining work queued earlier for a host
+      that issues less than the device runs: views.backlog) or "compilation" (the device
+      idle while the host compiles for most of the step: verdict.compile_bound)
+    """
+
+    __slots__ = ("_c", "index")
+
+    def __init__(self, columns: WindowColumnsLike, index: int) -> None:
+        self._c = columns
+        self.index = index
+
+    def __repr__(self) -> str:
+        return (f"StepWindow(index={self.index}, step={self.step}, start={self.start}, "
+                f"end={self.end}, verdict={self.verdict!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepWindow):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, like the dataclass was
+
+    def fields(self) -> dict[str, object]:
+        """Every field by name, as plain Python values."""
+        return {name: getattr(self, name) for name in STEP_WINDOW_FIELDS}
+
+    @property
+    def step(self) -> int | None:
+        c = self._c
+        return int(c.step[self.index]) if c.has_steps else None
+
+    @property
+    def row(self) -> int:
+        return int(self._c.row[self.index])
+
+    @property
+    def host_start(self) -> float:
+        return float(self._c.host_start[self.index])
+
+    @property
+    def host_end(self) -> float:
+        return float(self._c.host_end[self.index])
+
+    @property
+    def start(self) -> float:
+        return float(self._c.start[self.index])
+
+    @property
+    def end(self) -> float:
+        return float(self._c.end[self.index])
+
+    @property
+    def device_busy_us(self) -> float:
+        return float(self._c.device_busy_us[self.index])
+
+    @property
+    def compute_busy_us(self) -> float:
+        return float(self._c.compute_busy_us[self.index])
+
+    @property
+    def exposed_collective_us(self) -> float:
+        return float(self._c.exposed_collective_us[self.index])
+
+    @property
+    def idle(self) -> dict[str, float]:
+        k = self.index
+        return {cause: float(col[k]) for cause, col in self._c.idle.items()}
+
+    @property
+    def verdict(self) -> str:
+        return self._c.verdict[self.index]
+
+    @property
+    def main_idle_cause(self) -> str | None:
+        return self._c.main_idle_cause[self.index]
+
+    @property
+    def verdict_by(self) -> str | None:
+        return self._c.verdict_by[self.index]
+
+    @property
+    def self_cpu_us(self) -> float:
+        return float(self._c.self_cpu_us[self.index])
+
+    @property
+    def self_device_us(self) -> float | None:
+        col = self._c.self_device_us
+        return None if col is None else float(col[self.index])
+
+    @property
+    def ops(self) -> int:
+        return int(self._c.ops[self.index])
+
+    @property
+    def kernels(self) -> int:
+        return int(self._c.kernels[self.index])
+
+    @property
+    def flags(self) -> list[str]:
+        return self._c.flags_of(self.index)
 
     @property
     def wall_us(self) -> float:
@@ -62,6 +153,38 @@ class StepWindow:
     @property
     def compute_busy(self) -> float:
         return self.compute_busy_us / self.wall_us if self.wall_us > 0 else 0.0
+
+
+#: A step window's fields, in the order the dataclass it replaced declared them.
+STEP_WINDOW_FIELDS = ("index", "step", "row", "host_start", "host_end", "start", "end",
+                      "device_busy_us", "compute_busy_us", "exposed_collective_us", "idle",
+                      "verdict", "main_idle_cause", "self_cpu_us", "self_device_us", "ops",
+                      "kernels", "flags", "verdict_by")
+
+
+class WindowColumnsLike(Protocol):
+    """What a :class:`StepWindow` reads (:class:`.window_columns.WindowColumns`)."""
+
+    has_steps: bool
+    step: np.ndarray
+    row: np.ndarray
+    host_start: np.ndarray
+    host_end: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    device_busy_us: np.ndarray
+    compute_busy_us: np.ndarray
+    exposed_collective_us: np.ndarray
+    idle: dict[str, np.ndarray]
+    verdict: np.ndarray
+    main_idle_cause: np.ndarray
+    verdict_by: np.ndarray
+    self_cpu_us: np.ndarray
+    self_device_us: np.ndarray | None
+    ops: np.ndarray
+    kernels: np.ndarray
+
+    def flags_of(self, index: int) -> list[str]: ...
 
 
 @dataclass(frozen=True)

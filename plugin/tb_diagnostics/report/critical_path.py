@@ -11,6 +11,7 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
+from tb_diagnostics.report.rounding import rounded
 
 #: Segments each step's document lists (the longest); the rest are counted. Few: the
 #: tab's span document carries up to 2,000 steps.
@@ -42,10 +43,11 @@ def _segments(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
     # timeline left out (its cap, Python frames) on that lane.
     m = analysis.model
     lanes = [m.lanes[int(m.lane[r])].label if r >= 0 else None for r in rows.tolist()]
-    return [{"kind": KIND_NAMES[k], "name": n, "row": r, "start_us": _us(s), "dur_us": _us(d),
+    # Rounded as columns (report.rounding): a million steps list five segments each.
+    return [{"kind": KIND_NAMES[k], "name": n, "row": r, "start_us": s, "dur_us": d,
              "op": o, "lane": ln}
             for k, n, r, s, d, o, ln in zip(cp.kind[idx].tolist(), names, rows.tolist(),
-                                            cp.start[idx].tolist(), cp.dur[idx].tolist(),
+                                            rounded(cp.start[idx], 3), rounded(cp.dur[idx], 3),
                                             op_names, lanes, strict=True)]
 
 
@@ -144,19 +146,24 @@ def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> No
     u_step = uniq // span
     best = _ranked(u_step, total, TOP_OPS)
     by_op: list[list[dict[str, Any]]] = [[] for _ in range(n_steps)]
-    for t, k in zip(best.tolist(), u_step[best].tolist(), strict=True):
-        rest = int(uniq[t]) % span
+    rest_l = (uniq[best] % span).tolist()
+    for k, rest, us, c in zip(u_step[best].tolist(), rest_l, rounded(total[best], 3),
+                              count[best].tolist(), strict=True):
         by_op[k].append({"op": m.strings[rest // n_k], "kind": KIND_NAMES[rest % n_k],
-                         "us": _us(total[t]), "segments": int(count[t])})
-    by_kind = cp.by_kind.tolist()
-    totals = cp.by_kind.sum(axis=1).tolist()
+                         "us": us, "segments": c})
+    # Each kind's column rounded at once; a dict per step from them.
+    by_kind = [dict(zip(KIND_NAMES, row, strict=True)) for row in
+               zip(*(rounded(cp.by_kind[:, j], 3) for j in range(len(KIND_NAMES))),
+                   strict=True)] if n_steps else []
+    totals = rounded(cp.by_kind.sum(axis=1), 3)
+    counts_l = counts.tolist()
     for k, s in enumerate(steps[:n_steps]):
-        n = int(counts[k])
+        n = counts_l[k]
         shown = seg_at[k + 1] - seg_at[k]
         s["critical_path"] = {
             "whole_path": False,
-            "total_us": _us(totals[k]),
-            "by_kind": {name: _us(v) for name, v in zip(KIND_NAMES, by_kind[k], strict=True)},
+            "total_us": totals[k],
+            "by_kind": by_kind[k],
             "ended_by": cp.ended_by[k],
             "segments": segs[seg_at[k]:seg_at[k + 1]],
             "segments_total": n,

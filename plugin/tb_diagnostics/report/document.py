@@ -22,6 +22,7 @@ from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.host_work import add_host_work
 from tb_diagnostics.report.launch_queue import add_launch_queue
 from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
+from tb_diagnostics.report.step_documents import add_comm, step_documents
 from tb_diagnostics.report.step_flags import add_flag_reasons
 from tb_diagnostics.report.whatif import whatif_section
 from tb_diagnostics.rules import run_rules
@@ -66,12 +67,7 @@ def step_document(w: StepWindow) -> dict[str, Any]:
 
 def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
     """Per step: communication time, the part compute does not hide, the overlap ratio."""
-    sc = step_comm(analysis)
-    for k, s in enumerate(steps):
-        s["comm_us"] = _us(sc.comm_us[k])
-        s["exposed_comm_us"] = _us(sc.exposed_us[k])
-        ov = sc.overlap(k)
-        s["overlap"] = None if ov is None else round(ov, 6)
+    add_comm(steps, step_comm(analysis))  # every step at once (report.step_documents)
 
 
 def _add_cold(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
@@ -108,9 +104,9 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     if analysis is None:
         return doc
     model = analysis.model
-    windows = analysis.windows
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
-    doc["steps"] = [step_document(w) for w in windows]
+    # From the window columns in one pass (a span may hold a million steps).
+    doc["steps"] = step_documents(analysis)
     _add_comm(doc["steps"], analysis)
     add_step_roofline(doc["steps"], analysis)
     doc["roofline"] = roofline_section(analysis)

@@ -24,11 +24,13 @@ def add_launch_queue(doc: dict[str, Any], analysis: SpanAnalysis) -> None:
     else:
         load_windows = {0} if len(loads) else set()
     fields = backlog.all_step_fields()  # the columns once: per step it was a pass each
-    for k, (step, w) in enumerate(zip(doc["steps"], analysis.windows, strict=True)):
+    # The windows' column, not a StepWindow per step (a span may hold a million).
+    verdict_by = analysis.windows.columns.verdict_by.tolist()
+    for k, (step, by) in enumerate(zip(doc["steps"], verdict_by, strict=True)):
         step.update(fields[k])
         if k in load_windows:
             step["flags"].append("module-load")
-        if w.verdict_by == "launch-backlog":  # the analysis decided it; here only the words
+        if by == "launch-backlog":  # the analysis decided it; here only the words
             step["verdict_reason"] = backlog_reason(backlog, k)
     coverage = activity_coverage(analysis)
     doc["activity_complete"] = coverage.complete

@@ -36,8 +36,9 @@ from tb_diagnostics.analysis.cost.identify import why_no_peaks
 from tb_diagnostics.analysis.cost.peaks import PRECISIONS
 from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.views.op_costs import op_costs
-from tb_diagnostics.analysis.views.roofline import GroupFigures, roofline, step_utilisation
+from tb_diagnostics.analysis.views.roofline import GroupFigures, roofline
 from tb_diagnostics.analysis.views.tables import window_of_rows
+from tb_diagnostics.report.rounding import rounded
 
 #: Op groups listed (the chart's points), busiest first; the rest are counted.
 MAX_OPS = 300
@@ -166,22 +167,51 @@ def _unowned_words(name: str | None) -> tuple[str, str]:
 
 
 def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
-    """Per step: FLOPs, achieved TFLOP/s, FLOP utilisation and the split of busy time."""
+    """Per step: FLOPs, achieved TFLOP/s, FLOP utilisation and the split of busy time;
+    from the window columns, every step at once (``step_utilisation``'s figures)."""
     rf = roofline(analysis)
-    for k, (s, w) in enumerate(zip(steps, analysis.windows, strict=True)):
-        achieved, util = step_utilisation(rf, k, w.wall_us)
-        s["flops"] = round(float(rf.step_flops[k]))
-        s["achieved_tflops"] = _sig(achieved)
-        s["flop_utilisation"] = _r(util, 6)
-        s["flop_precision"] = rf.step_precision[k]
-        if rf.step_busy_compute_us is None:
-            s["busy_compute_bound_us"] = s["busy_memory_bound_us"] = None
-            s["busy_unmodelled_us"] = None
-        else:
-            c, m_ = float(rf.step_busy_compute_us[k]), float(rf.step_busy_memory_us[k])
-            s["busy_compute_bound_us"] = _r(c)
-            s["busy_memory_bound_us"] = _r(m_)
-            s["busy_unmodelled_us"] = _r(max(w.device_busy_us - c - m_, 0.0))
+    cols = analysis.windows.columns
+    n = len(steps)
+    wall = cols.wall_us[:n]
+    flops = np.asarray(rf.step_flops[:n], dtype=np.float64)
+    pos = wall > 0
+    achieved = np.zeros(n)
+    np.divide(flops, wall * 1e6, out=achieved, where=pos)
+    # Four significant digits by the format itself (a zero, most steps, is 0.0).
+    achieved_l = [0.0] * n
+    for k in np.flatnonzero(achieved != 0).tolist():
+        achieved_l[k] = _sig(achieved[k])
+    peaks = {p: rf.peak(p) for p in set(rf.step_precision[:n])}
+    util: list[float | None] = [None] * n
+    has_util = [k for k in np.flatnonzero(pos & (flops > 0)).tolist()
+                if peaks[rf.step_precision[k]]]
+    if has_util:
+        at = np.asarray(has_util, dtype=np.int64)
+        peak = np.asarray([peaks[rf.step_precision[k]] for k in has_util], dtype=np.float64)
+        for k, u in zip(has_util, rounded(achieved[at] / peak, 6), strict=True):
+            util[k] = u
+    flops_l = np.rint(flops).astype(np.int64).tolist()
+    for k in np.flatnonzero(~(np.abs(flops) < 2.0 ** 52)).tolist():
+        flops_l[k] = round(float(flops[k]))  # past int64's exact range: Python's round
+    if rf.step_busy_compute_us is None:
+        none = [None] * n
+        busy_c = busy_m = unmodelled = none
+    else:
+        c = np.asarray(rf.step_busy_compute_us[:n], dtype=np.float64)
+        m_ = np.asarray(rf.step_busy_memory_us[:n], dtype=np.float64)
+        rest = cols.device_busy_us[:n] - c - m_
+        busy_c, busy_m = rounded(c, 3), rounded(m_, 3)
+        unmodelled = rounded(np.where(rest < 0.0, 0.0, rest), 3)  # max(rest, 0.0)
+    for s, f, a, u, p, bc, bm, bu in zip(steps, flops_l, achieved_l, util,
+                                         rf.step_precision[:n], busy_c, busy_m, unmodelled,
+                                         strict=True):
+        s["flops"] = f
+        s["achieved_tflops"] = a
+        s["flop_utilisation"] = u
+        s["flop_precision"] = p
+        s["busy_compute_bound_us"] = bc
+        s["busy_memory_bound_us"] = bm
+        s["busy_unmodelled_us"] = bu
 
 
 def top_losses(span: dict[str, Any], n: int = 5) -> list[dict[str, Any]]:

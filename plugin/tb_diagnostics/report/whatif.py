@@ -31,6 +31,7 @@ from typing import Any
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
 from tb_diagnostics.analysis.views.whatif_path import path_cut
+from tb_diagnostics.report.rounding import rounded
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
 PARTS_NOTE = ("each part is replayed alone, so they do not add up to the card, which replays "
@@ -57,6 +58,7 @@ def whatif_section(analysis: SpanAnalysis,
                    findings: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """The span's cards; ``findings`` (``rules.base.Finding``) give their parts."""
     windows = analysis.windows
+    steps = windows.columns.step_list()  # the column, not a view per window
     warm = warm_windows(analysis)
     out = []
     for p in projections(analysis):
@@ -69,7 +71,7 @@ def whatif_section(analysis: SpanAnalysis,
             "related": list(p.related),
             "parts": _parts(p.part_rules, findings),
             "assumes": p.assumes,
-            "steps": [windows[k].step for k in warm],
+            "steps": [steps[k] for k in warm],
             "saves_us": _r(saving.per_step_us),
             "saves_us_total": _r(saving.total_us),
             "moves_us": _r(saving.moves_us),
@@ -79,8 +81,9 @@ def whatif_section(analysis: SpanAnalysis,
             "shown_before_us": None if shown is None else _r(p.before_us[shown]),
             "shown_after_us": None if shown is None else _r(p.after_us[shown]),
             # Every window, cold ones included, for the tab's bars of the selected step.
-            "per_step": [{"step": w.step, "before_us": _r(p.before_us[k]),
-                          "after_us": _r(p.after_us[k])} for k, w in enumerate(windows)],
+            "per_step": [{"step": s, "before_us": b, "after_us": a} for s, b, a in zip(
+                steps, rounded(p.before_us[:len(steps)], 3),
+                rounded(p.after_us[:len(steps)], 3), strict=True)],
             # What the change takes off the warm steps' critical paths, per step.
             "path_segments": (None if p.applied is None else path_cut(
                 analysis, p.applied, warm).to_dict(p.step_savings(warm))),

@@ -252,7 +252,7 @@ CARDS: list[Card] = [
 
 def replayed(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.ndarray]:
     """(walls before, walls after) of every window, the change replayed."""
-    before = np.asarray([w.wall_us for w in analysis.windows])
+    before = analysis.windows.columns.wall_us  # the column, not a view per window
     return before, replay(analysis, change).wall_us
 
 

@@ -1,0 +1,126 @@
+"""The step windows of a span as columns: one numpy array per figure, not one object per
+step (issue 28: a span of a million steps held 2.2 GB of ``StepWindow`` objects).
+
+:class:`WindowColumns` holds the figures; :class:`StepWindows` is the sequence
+``SpanAnalysis.windows`` answers: it indexes, slices, iterates and measures like the list
+of windows it replaced, each item a :class:`~.steps.StepWindow` view made on demand, and
+it exposes the columns for readers that take every window at once (the step documents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+
+from tb_diagnostics.analysis.steps import StepWindow
+
+
+@dataclass(frozen=True, eq=False)
+class WindowColumns:
+    """Per window ``k`` (row ``k`` of every array): what :class:`~.steps.StepWindow` reads.
+
+    ``verdict``, ``main_idle_cause`` and ``verdict_by`` are object arrays of the few
+    strings (or None) they take: one pointer per step, the strings shared.
+    """
+
+    has_steps: bool  # False: one window for a span without steps; ``step`` reads None
+    step: np.ndarray  # int64, N of ProfilerStep#N (or the inferred iteration's number)
+    row: np.ndarray  # int64, the step event's model row, -1 for inferred steps or none
+    host_start: np.ndarray  # float64 µs
+    host_end: np.ndarray
+    start: np.ndarray  # the device-side partition [start, end), float64 µs
+    end: np.ndarray
+    device_busy_us: np.ndarray
+    compute_busy_us: np.ndarray
+    exposed_collective_us: np.ndarray
+    idle: dict[str, np.ndarray]  # cause -> µs, in verdict.idle_split's order
+    verdict: np.ndarray  # object: str
+    main_idle_cause: np.ndarray  # object: str or None
+    verdict_by: np.ndarray  # object: str or None
+    self_cpu_us: np.ndarray
+    self_device_us: np.ndarray | None  # None on CPU-only traces
+    ops: np.ndarray  # int64
+    kernels: np.ndarray  # int64
+    inferred: bool  # every window flagged "inferred"
+    compiling: np.ndarray  # bool: flagged "compiling"
+    stub: int  # the window flagged "artefact" (the trailing stub), or -1
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+    @property
+    def wall_us(self) -> np.ndarray:
+        return self.end - self.start
+
+    def step_list(self) -> list[int | None]:
+        """Every window's ``step`` (None for a span without steps), as a list."""
+        return self.step.tolist() if self.has_steps else [None] * len(self)
+
+    def flags_of(self, index: int) -> list[str]:
+        """Window ``index``'s flags, in the order the step documents list them."""
+        flags = ["inferred"] if self.inferred else []
+        if self.compiling[index]:
+            flags.append("compiling")
+        if index == self.stub:
+            flags.append("artefact")
+        return flags
+
+    def flag_lists(self) -> list[list[str]]:
+        """Every window's flags (:meth:`flags_of`), a new list each, in one pass."""
+        n = len(self)
+        base = ["inferred"] if self.inferred else []
+        out = [list(base) for _ in range(n)]
+        for k in np.flatnonzero(self.compiling).tolist():
+            out[k].append("compiling")
+        if 0 <= self.stub < n:
+            out[self.stub].append("artefact")
+        return out
+
+
+class StepWindows(Sequence[StepWindow]):
+    """The windows of a span: a sequence of :class:`~.steps.StepWindow` views over
+    :class:`WindowColumns` (``columns``). Indexing makes one view; a slice, a list of
+    them; nothing is kept per window."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: WindowColumns) -> None:
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @overload
+    def __getitem__(self, index: int) -> StepWindow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[StepWindow]: ...
+
+    def __getitem__(self, index: int | slice) -> StepWindow | list[StepWindow]:
+        n = len(self.columns)
+        if isinstance(index, slice):
+            return [StepWindow(self.columns, k) for k in range(*index.indices(n))]
+        k = int(index)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("step window index out of range")
+        return StepWindow(self.columns, k)
+
+    def __iter__(self) -> Iterator[StepWindow]:
+        c = self.columns
+        return (StepWindow(c, k) for k in range(len(c)))
+
+    def __repr__(self) -> str:
+        return f"StepWindows({len(self)} windows)"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepWindows | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other,
+                                                                            strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
