@@ -198,6 +198,19 @@ def test_a_mixed_launch_cause_gives_both_shares():
         "mostly while the CPU launches work or runs code that launches none (100% of the "
         "idle time: 50% launching, 50% in code that launches none; the longest 3.00 ms in "
         "`tok.py(3): tokenise`; 300 ops per step).")
+    # A compute-bound step's little idle time keeps the dispatch words unless the host's
+    # own code is most of it.
+    for s in steps:
+        s.update(compute_busy_us=9_000.0, device_busy_us=9_000.0,
+                 idle={**s["idle"], "launch_us": 1_000.0}, idle_host_work_us=500.0,
+                 verdict="compute-bound")
+    span["verdict"] = "compute-bound"
+    assert "mostly while the CPU launches work (100% of the idle time; 300 ops per step)" \
+        in headline(span)
+    for s in steps:
+        s["idle_host_work_us"], s["host_work"]["frame"] = 900.0, None
+    assert "mostly while the CPU runs code that launches no device work (100% of the idle " \
+        "time; the longest stretch 3.00 ms)" in headline(span)
 
 
 def _steps_with_work(steps: int) -> SpanAnalysis:

@@ -230,6 +230,8 @@ def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[i
         rest = " outside them" if cpu else ""
         # The launch cause holds dispatch and the host's own code (views.host_work).
         own = _host_work_share(same, idle["launch"]) if cause == "launch" else 0.0
+        if own < HOST_WORK_MOSTLY and same[0]["verdict"] == "compute-bound":
+            own = 0.0  # a compute-bound step's little idle time needs no split
         said = (_HOST_WORK_WORDS[cpu] if own >= HOST_WORK_MOSTLY else
                 _MIXED_WORDS[cpu] if own >= HOST_WORK_MENTION else words[cause])
         text += (f"{and_idle} {_pct(total_idle / judged)}{rest}, mostly {said} "
@@ -269,8 +271,9 @@ def _host_work_share(same: list[dict[str, Any]], launch_us: float) -> float:
 
 
 def _longest_host_work(same: list[dict[str, Any]]) -> str:
-    """``; 215.33 ms in `…preprocess``` : the steps' longest stretch of the host's own work
-    and the frame or label covering it (``steps[].host_work``); empty where none."""
+    """``; 215.33 ms in `video_classification.py(129): preprocess``` : the steps' longest
+    stretch of the host's own work and the frame or label covering it
+    (``steps[].host_work``); empty where none."""
     from tb_diagnostics.names import short_name
 
     works = [s["host_work"] for s in same if s.get("host_work")]
@@ -280,6 +283,9 @@ def _longest_host_work(same: list[dict[str, Any]]) -> str:
     # A Python frame by its file's own name: ``video_classification.py(129): preprocess``.
     frame = re.sub(r"^[^()]*/(?=[^/()]+\.py\(\d+\): )", "", top.get("frame") or "")
     where = f" in `{short_name(frame, 60)}`" if frame else ""
+    if not where:  # no frame or label covers it: say what the figure is
+        return f"; the longest stretch {_dur(top['us'])}" if len(works) > 1 else \
+            f"; {_dur(top['us'])} in one stretch"
     longest = "the longest " if len(works) > 1 else ""
     return f"; {longest}{_dur(top['us'])}{where}"
 
