@@ -20,8 +20,10 @@ import numpy as np
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.trace.build_columns import (
     ABSENT_VALUE,
+    DTYPES,
     INT16_LIMIT,
     STRING_ID_KEYS,
+    arg_columns,
     stored_columns,
 )
 from tb_diagnostics.trace.categories import (
@@ -35,12 +37,10 @@ from tb_diagnostics.trace.columns import (
     as_int16,
     constant,
     digits,
-    ints,
-    link_ids,
     take,
     writable,
 )
-from tb_diagnostics.trace.decode import ABSENT, TS_NOT_A_NUMBER
+from tb_diagnostics.trace.decode import TS_NOT_A_NUMBER
 from tb_diagnostics.trace.interner import Interner
 from tb_diagnostics.trace.launches import join_launches, launch_resources, launch_shapes
 from tb_diagnostics.trace.model import NO_ID, Lane, TraceMeta, TraceModel
@@ -65,7 +65,6 @@ _ABSURD_DUR = "negative or absurd dur (taken as 0)"
 #: start to its last): Kineto records seconds to minutes, and such a dur is garbage that
 #: would stretch a step over years.
 _LONGEST_PLAUSIBLE_US = 86_400e6
-
 
 def build_model(doc: Any, path: str) -> TraceModel:
     """Build the model of one decoded trace file (see :mod:`tb_diagnostics.trace.decode`)."""
@@ -102,23 +101,35 @@ class ModelBuilder:
         if n:
             self.odd[what] = self.odd.get(what, 0) + n
 
-    def _put(self, **cols: np.ndarray) -> None:
+    def _put(self, **cols: np.ndarray | int) -> None:
+        """Append a batch to each column: an array, or an int ``m`` for ``m`` rows that all
+        hold the column's absent value (no array is made for those)."""
         for k, v in cols.items():
             column = self.columns.get(k)
+            if type(v) is int:
+                if column is None:
+                    column = self.columns[k] = GrowingColumn(DTYPES[k], ABSENT_VALUE[k])
+                column.extend_absent(v)
+                continue
             if column is None:
                 column = self.columns[k] = GrowingColumn(v.dtype, ABSENT_VALUE.get(k))
             column.extend(v)
 
     def add(self, events: list) -> None:
-        xs = [e for e in events if e.ph == "X"]
-        # The rest (flows, memory samples, metadata) go to the side events; few traces have
-        # phases outside the format, so they are counted only when a set shows one.
-        others = [e for e in events if e.ph != "X"] if len(xs) < len(events) else []
-        if others and not _KNOWN_PHASES.issuperset(map(_PHASE, others)):
-            unknown = sum(n for ph, n in Counter(map(_PHASE, others)).items()
-                          if ph not in _KNOWN_PHASES)
-            key = "unknown phase (ignored)"
-            self.odd[key] = self.odd.get(key, 0) + unknown
+        phases = list(map(_PHASE, events))
+        if phases.count("X") == len(phases):  # a batch of complete events only: no copy
+            xs, others = events, []
+        else:
+            xs = [e for e in events if e.ph == "X"]
+            # The rest (flows, memory samples, metadata) go to the side events; few traces
+            # have phases outside the format, so they are counted only when a set shows one.
+            others = [e for e in events if e.ph != "X"]
+            if not _KNOWN_PHASES.issuperset(phases):
+                unknown = sum(n for ph, n in Counter(phases).items()
+                              if ph not in _KNOWN_PHASES)
+                key = "unknown phase (ignored)"
+                self.odd[key] = self.odd.get(key, 0) + unknown
+        del phases
         self.n_events += len(events)
         ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
         # µs since 1970 stay below 1e17 for another thousand years: beyond is garbage,
@@ -162,30 +173,13 @@ class ModelBuilder:
         lane = np.asarray(lanes, dtype=np.int32)
         del lanes
         args = [e.args for e in xs]
-        renumbered: list[np.ndarray] = []  # per link column, the events it renumbered
-
-        def link(values: list) -> np.ndarray:
-            column, big = link_ids(values)
-            if big is not None:
-                renumbered.append(big)
-            return column
-
-        ext = link([a.external_id for a in args])
         intern = self.intern
+        # Interned in this order (names, then the args' stacks, shapes, types, concrete
+        # inputs, launch shapes and resources): ids are numbered in order of first appearance.
         name = intern.many([e.name for e in xs])
+        cols, renumbered = arg_columns(intern, args)
         self._put(
-            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name,
-            corr=link([a.correlation for a in args]),
-            ext=np.where(ext >= 0, ext, link([a.external_id_lc for a in args])),
-            device=ints([a.device for a in args]),
-            stream=ints([a.stream if type(a.stream) is int else ABSENT for a in args]),
-            nbytes=np.asarray([a.nbytes for a in args], dtype=np.float64),
-            pyid=link([a.python_id for a in args]),
-            pypar=link([NO_ID if a.python_parent_id is None else a.python_parent_id
-                        for a in args]),
-            stack=intern.optional([a.call_stack for a in args]),
-            dims=intern.raw([a.input_dims for a in args], compact=True),
-            types=intern.raw([a.input_type for a in args]),
+            kind=kind, ts=ts_abs, dur=dur, lane=lane, name=name, **cols,
             concrete=self._concrete(name, args),
             shape=launch_shapes(intern, args),
             resources=launch_resources(intern, args),

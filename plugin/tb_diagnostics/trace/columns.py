@@ -51,6 +51,18 @@ class GrowingColumn:
         self.data[self.n : self.n + m] = values
         self.n += m
 
+    def extend_absent(self, m: int) -> None:
+        """Append ``m`` rows of the absent value."""
+        if self.data is None:
+            self.n += m
+            return
+        if self.n + m > self.data.shape[0]:
+            grown = np.empty(2 * (self.n + m), dtype=self.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+        self.data[self.n : self.n + m] = self.absent
+        self.n += m
+
     def take(self) -> np.ndarray:
         if self.data is None:
             if self.absent is None:

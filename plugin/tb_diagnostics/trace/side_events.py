@@ -10,6 +10,7 @@ the end of the file would cost more than the whole model.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,9 @@ from tb_diagnostics.trace.columns import GrowingColumn, ints, link_id, link_ids,
 from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents
 
 _FLOW_PHASES = frozenset({"s", "f", "t"})
+#: The phases of a memory sample (an instant event named ``[memory]``).
+_INSTANT_PHASES = frozenset({"i", "I"})
+_PHASE = attrgetter("ph")
 #: Kinds a launch flow can start or end on.
 _LINKED_KIND_VALUES = np.asarray(sorted(int(k) for k in LAUNCHER_KINDS | DEVICE_ACTIVITY_KINDS),
                                  dtype=np.uint8)
@@ -54,13 +58,30 @@ class SideEvents:
 
         One filtering pass per kind of event rather than one Python loop with branches:
         most of these events are memory samples, and a comprehension's test is cheaper
-        than a loop body's."""
+        than a loop body's. A kind the batch has no event of (its set of phases says so)
+        costs no pass."""
+        present = set(map(_PHASE, events))
+        if not present.isdisjoint(_FLOW_PHASES):
+            self._add_flows([e for e in events if e.ph in _FLOW_PHASES])
+        if not present.isdisjoint(_INSTANT_PHASES):
+            samples = [e for e in events if e.name == "[memory]" and e.ph in _INSTANT_PHASES]
+            if samples:
+                self._add_samples(samples)
+        if "M" in present:
+            for e in [e for e in events if e.ph == "M"]:
+                if e.args.label is not None:
+                    if e.name == "process_name":
+                        self.process_names[str(e.pid)] = e.args.label
+                    elif e.name == "thread_name":
+                        self.thread_names[(str(e.pid), str(e.tid))] = e.args.label
+
+    def _add_flows(self, flows: list[Any]) -> None:
         f_end: list[bool] = []
         f_thread: list[int] = []
         f_ts: list[float] = []
         f_id: list[int] = []
         threads = self.flow_threads
-        for e in [e for e in events if e.ph in _FLOW_PHASES]:
+        for e in flows:
             if e.cat in LAUNCH_FLOW_CATEGORIES and math.isfinite(e.ts):
                 fid = link_id(e.id)
                 if fid is not None and fid != NO_ID:
@@ -69,17 +90,6 @@ class SideEvents:
                     f_thread.append(threads.setdefault(key, len(threads)))
                     f_ts.append(e.ts)
                     f_id.append(fid)
-        samples = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")]
-        if samples:
-            finite = [math.isfinite(e.ts) for e in samples]
-            if not all(finite):
-                samples = [e for e, ok in zip(samples, finite, strict=True) if ok]
-        for e in [e for e in events if e.ph == "M"]:
-            if e.args.label is not None:
-                if e.name == "process_name":
-                    self.process_names[str(e.pid)] = e.args.label
-                elif e.name == "thread_name":
-                    self.thread_names[(str(e.pid), str(e.tid))] = e.args.label
         if f_ts:
             self.flows["end"].extend(np.asarray(f_end, dtype=np.bool_))
             self.flows["thread"].extend(np.asarray(f_thread, dtype=np.int32))
@@ -88,19 +98,32 @@ class SideEvents:
             if big is not None:
                 self.renumbered += int(big.sum())
             self.flows["id"].extend(ids)
-        if samples:
-            args = [e.args for e in samples]
-            m = self.memory
-            m["ts"].extend(np.asarray([e.ts for e in samples], dtype=np.float64))
-            m["bytes"].extend(np.asarray([a.mem_bytes for a in args], dtype=np.float64))
-            m["allocated"].extend(np.asarray([a.total_allocated for a in args], dtype=np.float64))
-            m["reserved"].extend(np.asarray([a.total_reserved for a in args], dtype=np.float64))
-            m["device_type"].extend(ints([a.device_type for a in args]))
-            m["device_id"].extend(ints([a.device_id for a in args]))
-            m["addr"].extend(ints([a.addr for a in args]))
-            mt = self.memory_threads
-            m["thread"].extend(np.asarray([mt.setdefault((e.pid, e.tid), len(mt))
-                                           for e in samples], dtype=np.int32))
+
+    def _add_samples(self, samples: list[Any]) -> None:
+        """Memory samples: a column per field, their threads numbered in order of first
+        appearance (dictionary look-ups at C speed; new threads numbered below)."""
+        ts = np.asarray([e.ts for e in samples], dtype=np.float64)
+        finite = np.isfinite(ts)
+        if not finite.all():
+            samples = [e for e, ok in zip(samples, finite.tolist(), strict=True) if ok]
+            if not samples:
+                return
+            ts = ts[finite]
+        args = [e.args for e in samples]
+        m = self.memory
+        m["ts"].extend(ts)
+        m["bytes"].extend(np.asarray([a.mem_bytes for a in args], dtype=np.float64))
+        m["allocated"].extend(np.asarray([a.total_allocated for a in args], dtype=np.float64))
+        m["reserved"].extend(np.asarray([a.total_reserved for a in args], dtype=np.float64))
+        m["device_type"].extend(ints([a.device_type for a in args]))
+        m["device_id"].extend(ints([a.device_id for a in args]))
+        m["addr"].extend(ints([a.addr for a in args]))
+        mt = self.memory_threads
+        keys = list(zip([e.pid for e in samples], [e.tid for e in samples], strict=True))
+        thread = list(map(mt.get, keys))
+        if None in thread:
+            thread = [mt.setdefault(k, len(mt)) for k in keys]
+        m["thread"].extend(np.asarray(thread, dtype=np.int32))
 
     def export(self) -> dict[str, Any]:
         """The collected events as plain data (for :meth:`merge` in another process)."""

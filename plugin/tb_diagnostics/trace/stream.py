@@ -36,6 +36,8 @@ from tb_diagnostics.trace.longstrings import STRING_CAP_BYTES, StringCap
 #: On the 50 MB benchmark trace: 2 MB lower peak than 1 MiB blocks for ~5 % more time;
 #: smaller blocks gain no memory and cost time (per-block overhead).
 BLOCK_BYTES = 1 << 18
+#: Blocks read at once from a plain file (2 MiB): fewer hand-offs to the reader thread.
+READ_AHEAD_BLOCKS = 8
 #: How far into the file the ``traceEvents`` key may start (metadata keys precede it).
 MAX_PREFIX_BYTES = 64 << 20
 
@@ -175,9 +177,19 @@ def _raw_blocks(fh: IO[bytes], block: int) -> Iterator[bytes]:
     if inflated is not None:
         yield from inflated
         return
-    while first:
+    if first:
         yield first
-        first = fh.read(block)
+    # Read several blocks per call and hand them on one by one: each read is a hand-off to
+    # the reader thread (source.BoundedCalls), and on a busy machine every wake-up of it
+    # can wait for a core; the blocks themselves are the same as one read per block.
+    while more := fh.read(block * READ_AHEAD_BLOCKS):
+        if len(more) <= block:
+            yield more
+            continue
+        view = memoryview(more)
+        for at in range(0, len(more), block):
+            yield bytes(view[at:at + block])
+        del view, more
 
 
 def _cut(buf: bytes, limit: int | None = None) -> int:
@@ -204,6 +216,8 @@ def _cut(buf: bytes, limit: int | None = None) -> int:
         return j + 1
 
 
+#: How many bytes of a block :func:`_blank` looks at before it scans the whole block.
+_BLANK_HEAD = 64
 #: The most of a pending piece that is scanned for open strings on a block of white space.
 _SCAN_LIMIT = 1 << 20
 _ESCAPE = re.compile(rb"\\.", re.S)
@@ -211,8 +225,10 @@ _ESCAPE = re.compile(rb"\\.", re.S)
 
 def _blank(data: bytes) -> bool:
     """Nothing but JSON white space (``translate`` is 5× faster than ``strip`` here, which
-    counts on a gigabyte of spaces)."""
-    return not data.translate(None, _WS)
+    counts on a gigabyte of spaces). A block of events shows a non-space byte in its first
+    few: those are looked at first, so that the whole block is scanned only when it may
+    be blank (a full scan of every block was 7 % of the load of a 500 MB trace)."""
+    return not data[:_BLANK_HEAD].translate(None, _WS) and not data.translate(None, _WS)
 
 
 def _outside_string(buf: bytes) -> bool:
