@@ -30,7 +30,7 @@ from tb_diagnostics.analysis.dispatch_flat import (
     _Nodes,
     _root_name,
 )
-from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import count_above
 from tb_diagnostics.trace.categories import Kind
 
@@ -133,9 +133,9 @@ def _window_activities(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
     return rows, np.repeat(np.arange(n_w, dtype=np.int64), [p.shape[0] for p in parts])
 
 
-@computed
 def flat_forest(analysis: SpanAnalysis) -> FlatForest:
-    """Every window's call tree (``flat_tree``'s), as one :class:`FlatForest`."""
+    """Every window's call tree (``flat_tree``'s), as one :class:`FlatForest`. Not kept
+    on the analysis: the rule reads it once, and on 10⁶ steps it is hundreds of MB."""
     m = analysis.model
     windows = analysis.windows
     n_w = len(windows)
@@ -156,7 +156,13 @@ def flat_forest(analysis: SpanAnalysis) -> FlatForest:
     up = np.where(placed, at, -1)
     level = count_above(up, np.ones(n, dtype=bool)).astype(np.int64)
 
-    nodes = _Nodes(n_w + 2 * n + acts.shape[0])
+    top = np.flatnonzero(~placed)
+    with_step = step_row[h_win[top]] >= 0
+    step_lane = m.lane[np.maximum(step_row, 0)]
+    other = top[with_step & (m.lane[host[top]] != step_lane[h_win[top]])]
+    # Room for every node: the steps, a thread node per other-thread call at most, a node
+    # per call and per activity at most (no more: 10^6 steps' columns are large).
+    nodes = _Nodes(n_w + other.shape[0] + n + acts.shape[0])
     nodes.size = n_w  # node k < n_w: window k's step
     node_win = np.full(nodes.parent.shape[0], -1, dtype=np.int64)
     node_win[:n_w] = np.arange(n_w)
@@ -164,10 +170,6 @@ def flat_forest(analysis: SpanAnalysis) -> FlatForest:
     under = h_win.copy()  # the parent node of each top call: its step, or a thread node
     labels: list[str] = []
     thread_label = np.zeros(0, dtype=np.int64)
-    top = np.flatnonzero(~placed)
-    with_step = step_row[h_win[top]] >= 0
-    step_lane = m.lane[np.maximum(step_row, 0)]
-    other = top[with_step & (m.lane[host[top]] != step_lane[h_win[top]])]
     if other.size:  # calls on other threads: a node per (window, thread label)
         lanes, inv = np.unique(m.lane[host[other]], return_inverse=True)
         by_label: dict[str, int] = {}
