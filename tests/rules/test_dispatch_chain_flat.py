@@ -1,10 +1,11 @@
 """The dispatch-chain rule's columnar tree (analysis.dispatch_flat) is the call tree.
 
-The rule reads every step through :func:`flat_path_chain` (no tree of Python objects);
-the tab and the HTML report draw :func:`call_tree`. Both must be one tree: every node with
-the same name, kind, count, host and device time (the same floats: sums in the tree's
-order), first row and children in the same order, and the same chain and path time as
-:func:`path_chain` on the call tree.
+The rule reads every step's chain as :func:`flat_path_chain` gives it (no tree of Python
+objects; all windows at once in ``rules.dispatch_chain_columns``, checked equal to it in
+``test_dispatch_chain_columns``); the tab and the HTML report draw :func:`call_tree`.
+Both must be one tree: every node with the same name, kind, count, host and device time
+(the same floats: sums in the tree's order), first row and children in the same order,
+and the same chain and path time as :func:`path_chain` on the call tree.
 """
 
 from __future__ import annotations
