@@ -8,9 +8,16 @@ exports and the tab all print this sentence.
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any
+
+from tb_diagnostics.report.host_work_words import (
+    HOST_WORK_MENTION,
+    HOST_WORK_MOSTLY,
+    host_work_share,
+    launch_words,
+    longest_host_work,
+)
 
 _CAUSE_WORDS = {
     "input": "waiting for the DataLoader",
@@ -229,65 +236,25 @@ def _time_text(span: dict[str, Any], same: list[dict[str, Any]], numbers: list[i
         cause = max(idle, key=lambda c: idle[c])
         rest = " outside them" if cpu else ""
         # The launch cause holds dispatch and the host's own code (views.host_work).
-        own = _host_work_share(same, idle["launch"]) if cause == "launch" else 0.0
+        own = host_work_share(same, idle["launch"]) if cause == "launch" else 0.0
         if own < HOST_WORK_MOSTLY and same[0]["verdict"] == "compute-bound":
             own = 0.0  # a compute-bound step's little idle time needs no split
-        said = (_HOST_WORK_WORDS[cpu] if own >= HOST_WORK_MOSTLY else
-                _MIXED_WORDS[cpu] if own >= HOST_WORK_MENTION else words[cause])
+        said = launch_words(own, cpu) or words[cause]
         text += (f"{and_idle} {_pct(total_idle / judged)}{rest}, mostly {said} "
                  f"({_pct(idle[cause] / total_idle)} of {'that' if cpu else 'the idle'} time")
         ops = sum(s["ops"] for s in same) / len(same)
         if own >= HOST_WORK_MOSTLY:
             # The host ran its own code, not dispatch: its op count would mislead.
-            text += _longest_host_work(same)
+            text += longest_host_work(same)
         elif own >= HOST_WORK_MENTION:
             text += (f": {_pct(1 - own)} {'in op calls' if cpu else 'launching'}, "
                      f"{_pct(own)} in code that {'calls no op' if cpu else 'launches none'}"
-                     f"{_longest_host_work(same)}")
+                     f"{longest_host_work(same)}")
         if cause == "launch" and ops >= 1 and own < HOST_WORK_MOSTLY:
             text += (f"; {ops:,.0f} {'op' if round(ops) == 1 else 'ops'} "
                      f"{'per ' + unit if numbers else 'in the span'}")
         text += ")"
     return text + _left_out_text(same)
-
-
-#: The launch cause is worded as the host's own work where at least this share of it is
-#: (``steps[].idle_host_work_us``): "mostly" in the headline's sense; from
-#: HOST_WORK_MENTION up, both parts are said with their shares, below it the dispatch only.
-HOST_WORK_MOSTLY = 0.8
-HOST_WORK_MENTION = 0.2
-#: The launch cause when the host mostly ran code that launches nothing (CPU: calls no op).
-_HOST_WORK_WORDS = {False: "while the CPU runs code that launches no device work",
-                    True: "in code that calls no op"}
-_MIXED_WORDS = {False: "while the CPU launches work or runs code that launches none",
-                True: "in short op calls, their dispatch and code that calls no op"}
-
-
-def _host_work_share(same: list[dict[str, Any]], launch_us: float) -> float:
-    """The share of the steps' launch cause that is the host's own work (0 for a document
-    older than ``idle_host_work_us``)."""
-    own = sum(s.get("idle_host_work_us") or 0.0 for s in same)
-    return min(own / launch_us, 1.0) if launch_us > 0 else 0.0
-
-
-def _longest_host_work(same: list[dict[str, Any]]) -> str:
-    """``; 215.33 ms in `video_classification.py(129): preprocess``` : the steps' longest
-    stretch of the host's own work and the frame or label covering it
-    (``steps[].host_work``); empty where none."""
-    from tb_diagnostics.names import short_name
-
-    works = [s["host_work"] for s in same if s.get("host_work")]
-    if not works:
-        return ""
-    top = max(works, key=lambda w: w["us"])
-    # A Python frame by its file's own name: ``video_classification.py(129): preprocess``.
-    frame = re.sub(r"^[^()]*/(?=[^/()]+\.py\(\d+\): )", "", top.get("frame") or "")
-    where = f" in `{short_name(frame, 60)}`" if frame else ""
-    if not where:  # no frame or label covers it: say what the figure is
-        return f"; the longest stretch {_dur(top['us'])}" if len(works) > 1 else \
-            f"; {_dur(top['us'])} in one stretch"
-    longest = "the longest " if len(works) > 1 else ""
-    return f"; {longest}{_dur(top['us'])}{where}"
 
 
 #: What compiles inside a window (``views.compiled``), in words.
