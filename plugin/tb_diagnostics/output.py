@@ -66,6 +66,12 @@ def json_text(payload: Any) -> str:
     return encode_json(payload, indent=2).decode() + "\n"
 
 
+def json_chunks(payload: Any) -> tuple[bytes, bytes]:
+    """:func:`json_text`'s bytes, as the body and its newline: written as they are, with
+    no text copy of the whole (a span of a million steps writes gigabytes of JSON)."""
+    return encode_json(payload, indent=2), b"\n"
+
+
 def displayable(text: str) -> str:
     """``text`` with each lone surrogate (an undecodable byte of a file name) as U+FFFD, so
     it can be written as UTF-8 anywhere; a str without one is returned as it is."""

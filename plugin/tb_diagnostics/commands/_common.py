@@ -169,13 +169,28 @@ def analyse(args: argparse.Namespace, logdir: str | None = None,
         raise CommandError(str(exc)) from None
 
 
-def write_output(text: str, path: str | None) -> None:
+def write_output(text: str | tuple[bytes, ...], path: str | None) -> None:
+    """Write ``text`` (a string, or UTF-8 byte chunks in order) to ``path`` or stdout."""
     if path:
         try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            if isinstance(text, str):
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            else:  # bytes as they are: no decoded copy of gigabytes of JSON
+                with open(path, "wb") as fb:
+                    for chunk in text:
+                        fb.write(chunk)
         except OSError as exc:
             raise CommandError(f"cannot write the output to {path}: "
                                f"{exc.strerror or exc}") from None
-    else:
+    elif isinstance(text, str):
         sys.stdout.write(text)
+    else:
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:  # a text-only stdout (a test's capture): the decoded text
+            sys.stdout.write("".join(chunk.decode() for chunk in text))
+            return
+        sys.stdout.flush()
+        for chunk in text:
+            buffer.write(chunk)
+        buffer.flush()

@@ -14,7 +14,7 @@ from tb_diagnostics.commands._common import (
     thresholds_from,
     write_output,
 )
-from tb_diagnostics.output import json_text
+from tb_diagnostics.output import json_chunks
 from tb_diagnostics.report.text import render_markdown, render_text
 
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.step is not None:
         _add_whole_paths(doc, args)
     if args.format == "json":
-        text = json_text(doc)
+        text: str | tuple[bytes, ...] = json_chunks(doc)  # bytes: no text copy of it
     elif args.format == "markdown":
         text = render_markdown(doc)
     else:

@@ -119,7 +119,8 @@ class WarmSteps:
         return "per step" if self.has_steps else "in the span"
 
     def steps(self, analysis: SpanAnalysis) -> list[int | None]:
-        return [analysis.windows[k].step for k in self.index.tolist()]
+        steps = analysis.windows.columns.step_list()  # the column, not a view per window
+        return [steps[k] for k in self.index.tolist()]
 
     def in_warm(self, window: np.ndarray) -> np.ndarray:
         """Which of these window indices (-1: outside steps) are warm."""
@@ -193,11 +194,12 @@ def warm_steps(analysis: SpanAnalysis) -> WarmSteps:
     index = np.asarray(warm_windows(analysis), dtype=np.int64)
     mask = np.zeros(len(windows), dtype=bool)
     mask[index] = True
-    walls = np.asarray([windows[k].wall_us for k in index.tolist()])
+    # From the window columns (a span may hold a million steps).
+    walls = windows.columns.wall_us[index]
+    steps = windows.columns.step_list()
     return WarmSteps(index=index, mask=mask, wall_us=float(walls.sum()),
                      median_wall_us=float(np.median(walls)), has_steps=has_steps,
-                     cold=tuple(w.step for w, c in zip(windows, cold.tolist(), strict=True)
-                                if c))
+                     cold=tuple(steps[k] for k in np.flatnonzero(cold).tolist()))
 
 
 def fmt_count(x: float) -> str:
