@@ -294,3 +294,27 @@ def test_collectives_keep_their_recorded_duration_and_move_with_the_work(tmp_pat
     # No change scales a collective's duration (nothing else moves here: it ends as recorded).
     scaled = replay(a, Change(device_scale=np.full(g.a_dur.shape, 0.5)))
     assert scaled.a_end == pytest.approx(g.a_start + g.a_dur)
+
+
+# ---- a thread blocked on another returns when that one is done ----------------------------
+def test_the_main_thread_returns_from_backward_when_the_autograd_thread_is_done(tmp_path):
+    """``## backward ##`` (100-900 µs) blocks the main thread while the autograd engine's
+    thread runs two backward functions (150-400, 410-850); the main thread's next launch is
+    at 910. Remove 200 µs of the autograd thread's host time in its first function: the
+    second one starts 200 µs earlier, and so does everything on the main thread after the
+    wait; the main thread's own 55 µs after the burst stay. Host time removed on the main
+    thread inside the wait is no saving: it was waiting."""
+    from test_critical_path import _backward
+
+    b = TraceBuilder(tmp_path)
+    _backward(b)
+    a = b.analysis()
+    g = replay_graph(a)
+    main_l = int(a.model.lane[a.host_steps.rows[0]])
+    auto_l = int(next(x for x in set(g.h_lane.tolist()) if x != main_l))
+    last_launch = int(np.flatnonzero((g.h_lane == main_l) & (g.h_time == 910.0))[0])
+    assert replay(a).h_time[last_launch] == 910.0  # unchanged: as recorded
+    faster = Change(removed_host={auto_l: Intervals(np.array([180.0]), np.array([380.0]))})
+    assert replay(a, faster).h_time[last_launch] == pytest.approx(710.0)
+    waiting = Change(removed_host={main_l: Intervals(np.array([300.0]), np.array([800.0]))})
+    assert replay(a, waiting).h_time[last_launch] == pytest.approx(910.0)

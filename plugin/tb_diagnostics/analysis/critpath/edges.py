@@ -22,7 +22,11 @@ between that predecessor's finish and the node's own finish. A piece is ``[t0, t
   on, the time before it its caller's. A sync's return binds to the device activity that
   released it (the wait itself is not on the path: the device work it waited for is),
   with the call's return after it as ``host``; the first timepoint of a burst on another
-  thread binds to its main-thread anchor, as the replay has it.
+  thread binds to its main-thread anchor, as the replay has it (a burst whose thread was
+  still busy with its previous one has none: host order); and the main thread's first timepoint
+  after it blocked on other threads (``backward()`` waiting for the autograd engine's
+  thread) binds to the burst that ended last (:mod:`..replay.joins`), with that burst's
+  tail and the main thread's time since as its pieces.
 
 A node without a predecessor in the trace (a thread's first timepoint, an activity whose
 launch was not recorded) ends the walk. Predecessors always come earlier in the graph's
@@ -44,6 +48,7 @@ from tb_diagnostics.analysis.replay.graph import (
     ReplayGraph,
     replay_graph,
 )
+from tb_diagnostics.analysis.replay.joins import main_lane, thread_joins
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.columns import gather
 from tb_diagnostics.trace.model import NO_ID
@@ -117,7 +122,7 @@ def _mark_owner(analysis: SpanAnalysis, g: ReplayGraph) -> np.ndarray:
     return out
 
 
-def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray, main: int,
+def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
                  out: dict[str, np.ndarray]) -> None:
     m = analysis.model
     n_h = g.h_time.shape[0]
@@ -136,7 +141,7 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray, main: 
 
     # A main-thread timepoint after a wait for another thread: the time since that
     # thread's burst ended, then the burst's tail (below).
-    joined, j_last, j_end = thread_joins(analysis, g, main, prev)
+    joined, j_last, j_end = thread_joins(analysis)
     prev_t[joined] = j_end
     prev = prev.copy()
     prev[joined] = j_last
@@ -171,12 +176,6 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray, main: 
         pred[rel] = n_h + r
     # The first timepoint of a burst on another thread: its anchor on the main thread.
     burst = np.flatnonzero(g.h_anchor >= 0)
-    # ...unless its thread was still busy with its previous burst when the main thread got
-    # there: then that burst's end binds (host order, as above).
-    if burst.size:
-        p = prev[burst]
-        p_end = gather(m.end, gather(_top(analysis, h_row), p, NO_ID), -np.inf)
-        burst = burst[~((p >= 0) & (p_end > h_time[g.h_anchor[burst]]))]
     if burst.size:
         from tb_diagnostics.analysis.views.hierarchy import nearest_marked
 
@@ -230,68 +229,6 @@ def _activity_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     _keep_earlier(pred, pos, n_h, n_h + n_a)
 
 
-def _top(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
-    """The outermost host row enclosing each row (itself when it has none)."""
-    from tb_diagnostics.analysis.views.hierarchy import nearest_marked
-
-    m = analysis.model
-    return nearest_marked(m.parent, m.parent < 0)[rows].astype(np.int64)
-
-
-def thread_joins(analysis: SpanAnalysis, g: ReplayGraph, main: int,
-                 prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The main thread's timepoints that waited for another thread: ``(nodes, the other
-    thread's last timepoint before each, the end of that timepoint's burst)``.
-
-    ``loss.backward()`` on CUDA tensors runs the backward functions on the autograd
-    engine's device thread while the calling thread blocks, recording nothing (a label
-    such as ``## backward ##`` around the call only grows). So a main-thread timepoint
-    whose previous one on its thread anchors bursts on other threads (they started after
-    it: :attr:`ReplayGraph.h_anchor`), with nothing recorded on the main thread from that
-    timepoint to the bursts' end, and the bursts ending before it, waited for them: the
-    latest-ending one binds, not the host order across the silence. A thread that keeps
-    recording while another runs (a pin-memory thread, a logger) joins nothing."""
-    m = analysis.model
-    none = np.zeros(0, dtype=np.int64)
-    h_lane, h_time = g.h_lane, g.h_time
-    others = np.flatnonzero(h_lane != main)
-    on_main = np.flatnonzero(h_lane == main)
-    if not others.size or on_main.size < 2:
-        return none, none, np.zeros(0)
-    # Bursts: runs of one top-level row on one thread (nodes are in time order).
-    others = others[np.argsort(h_lane[others], kind="stable")]
-    top = _top(analysis, g.h_row[others])
-    last = np.ones(others.size, dtype=bool)
-    last[:-1] = (top[1:] != top[:-1]) | (h_lane[others][1:] != h_lane[others][:-1])
-    first = np.ones(others.size, dtype=bool)
-    first[1:] = last[:-1]
-    anchor = g.h_anchor[others[first]]
-    b_last, b_end = others[last], m.end[top[last]]
-    ok = anchor >= 0
-    anchor, b_last, b_end = anchor[ok], b_last[ok], b_end[ok]
-    # The main timepoint after each anchor, which the burst must end before.
-    pos = np.searchsorted(on_main, anchor)
-    nxt = gather(on_main, pos + 1, NO_ID).astype(np.int64)
-    ok = (nxt >= 0) & (b_end <= gather(h_time, nxt, -np.inf)) & (b_end > h_time[anchor])
-    # Nothing recorded on the main thread from the anchor to the burst's end.
-    host = m.host_rows
-    starts = np.sort(m.start[host[m.lane[host] == main]])
-    busy = (np.searchsorted(starts, b_end, side="left")
-            > np.searchsorted(starts, h_time[anchor], side="right"))
-    ok &= ~busy
-    nxt, b_last, b_end = nxt[ok], b_last[ok], b_end[ok]
-    if not nxt.size:
-        return none, none, np.zeros(0)
-    # Per waiting timepoint, the burst that ended last (its previous timepoint is the anchor).
-    order = np.lexsort((b_end, nxt))
-    nxt, b_last, b_end = nxt[order], b_last[order], b_end[order]
-    tail = np.ones(nxt.size, dtype=bool)
-    tail[:-1] = nxt[1:] != nxt[:-1]
-    nodes = nxt[tail]
-    keep = prev[nodes] >= 0
-    return nodes[keep], b_last[tail][keep], b_end[tail][keep]
-
-
 def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
     """Drop the edges of nodes ``lo:hi`` that do not point earlier in the visit order."""
     p = pred[lo:hi]
@@ -299,18 +236,6 @@ def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
     bad = ok.copy()
     bad[ok] = pos[p[ok]] >= pos[lo:hi][ok]
     p[bad] = NO_ID
-
-
-def _main_lane(analysis: SpanAnalysis, g: ReplayGraph) -> int:
-    """The main thread: the steps' (the busiest thread with timepoints, without steps)."""
-    m = analysis.model
-    hs = analysis.host_steps
-    if len(hs):
-        return int(m.lane[hs.rows[0]])
-    if g.h_time.shape[0]:
-        return int(np.bincount(g.h_lane).argmax())
-    host_rows = m.host_rows
-    return int(np.bincount(m.lane[host_rows]).argmax()) if host_rows.size else NO_ID
 
 
 @computed
@@ -325,8 +250,8 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
     # activities, as the node index is).
     pos = np.empty(n, dtype=np.int64)
     pos[np.where(g.order_device, n_h + g.order_index, g.order_index)] = np.arange(n)
-    main = _main_lane(analysis, g)
-    _host_pieces(analysis, g, pos, main, out)
+    main = main_lane(analysis, g)
+    _host_pieces(analysis, g, pos, out)
     _activity_pieces(analysis, g, pos, out)
     # A node without a predecessor keeps its own piece (an activity's run) only.
     t0 = out["t0"]

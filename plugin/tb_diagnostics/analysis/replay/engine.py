@@ -21,8 +21,10 @@ import numpy as np
 
 from tb_diagnostics.analysis.intervals import Intervals, length_before
 from tb_diagnostics.analysis.replay.graph import SYNC_END, ReplayGraph, replay_graph
+from tb_diagnostics.analysis.replay.joins import thread_joins
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.steps import device_partition
+from tb_diagnostics.trace.model import NO_ID
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,31 @@ def _removed_before(g: ReplayGraph, change: Change) -> tuple[np.ndarray, np.ndar
     return out, since_anchor
 
 
+def _joins(analysis: SpanAnalysis, g: ReplayGraph, change: Change
+           ) -> tuple[list[int], list[float]]:
+    """Per host timepoint: the other thread's timepoint it waited for (:mod:`.joins`), or
+    -1; and the time from that timepoint to it, less the host time the change removes
+    there (the rest of the burst on its thread, then the main thread's own time)."""
+    n = g.h_time.shape[0]
+    last = np.full(n, NO_ID, dtype=np.int64)
+    after = np.zeros(n)
+    nodes, j_last, j_end = thread_joins(analysis)
+    if nodes.size:
+        last[nodes] = j_last
+        t_l, t_i = g.h_time[j_last], g.h_time[nodes]
+        after[nodes] = t_i - t_l
+        for lane, iv in change.removed_host.items():
+            if not len(iv):
+                continue
+            on_l = g.h_lane[j_last] == lane
+            after[nodes[on_l]] -= (length_before(iv, j_end[on_l])
+                                   - length_before(iv, t_l[on_l]))
+            on_i = g.h_lane[nodes] == lane
+            after[nodes[on_i]] -= (length_before(iv, t_i[on_i])
+                                   - length_before(iv, j_end[on_i]))
+    return last.tolist(), after.tolist()
+
+
 def replay(analysis: SpanAnalysis, change: Change | None = None) -> Replayed:
     g = replay_graph(analysis)
     change = change or Change()
@@ -96,6 +123,7 @@ def replay(analysis: SpanAnalysis, change: Change | None = None) -> Replayed:
     release = g.h_release.tolist()
     tail = g.h_tail.tolist()
     anchor = g.h_anchor.tolist()
+    join, join_after = _joins(analysis, g, change)
     no_wait = [r in change.no_wait for r in g.h_row.tolist()] if change.no_wait else None
     a_start, a_launch = g.a_start.tolist(), g.a_launch.tolist()
     a_prev, a_cross = g.a_prev.tolist(), g.a_cross.tolist()
@@ -151,6 +179,9 @@ def replay(analysis: SpanAnalysis, change: Change | None = None) -> Replayed:
                 T = lane_T[lane] + min(delta, tail[i])
                 if not (no_wait and no_wait[i]):
                     T = max(T, a_out_end[release[i]] + tail[i])
+            j = join[i]
+            if j >= 0:  # it waited for another thread's burst: it returns after it
+                T = max(lane_T[lane], h_out[j] + join_after[i])
         h_out[i] = T
         lane_t[lane], lane_T[lane], lane_r[lane] = t, T, removed[i]
     a_end = np.asarray(a_out_end)

@@ -78,7 +78,8 @@ class ReplayGraph:
     h_release: np.ndarray  # SYNC_END: activity index that released it, or -1
     h_tail: np.ndarray  # SYNC_END: µs from the release to the call's return
     h_anchor: np.ndarray  # first timepoint of a burst on another thread: its main-thread
-    #                       anchor (the latest main-thread timepoint before the burst), or -1
+    #   anchor (the latest main-thread timepoint before the burst), or -1 (also when its
+    #   thread's previous burst was still running then: it follows that one)
     # device activities (model.device_activity_rows order)
     a_start: np.ndarray
     a_dur: np.ndarray
@@ -158,6 +159,12 @@ def _anchors(analysis: SpanAnalysis, h_row: np.ndarray, h_lane: np.ndarray,
     burst_start = m.start[top[starts]]
     at = np.searchsorted(h_time[on_main], burst_start, side="right") - 1
     ok = at >= 0
+    # A burst its thread starts while still busy with its previous one follows that one.
+    idx = np.flatnonzero(first)
+    prev = np.where(idx > 0, others[np.maximum(idx - 1, 0)], NO_ID)
+    prev[(idx > 0) & (h_lane[prev] != h_lane[starts])] = NO_ID
+    busy = m.end[top[np.maximum(prev, 0)]] > h_time[on_main[np.maximum(at, 0)]]
+    ok &= ~((prev >= 0) & busy)
     anchor[starts[ok]] = on_main[at[ok]]
     return anchor
 

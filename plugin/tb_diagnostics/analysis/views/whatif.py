@@ -43,6 +43,7 @@ from tb_diagnostics.analysis.replay.changes import (
 from tb_diagnostics.analysis.replay.compile_change import ASSUMES as COMPILE_ASSUMES
 from tb_diagnostics.analysis.replay.compile_change import compile_change, compile_graphs_change
 from tb_diagnostics.analysis.replay.engine import Change, replay
+from tb_diagnostics.analysis.replay.restrict import within_windows
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.warmth import step_walls
@@ -250,10 +251,17 @@ CARDS: list[Card] = [
 ]
 
 
+def warm_change(analysis: SpanAnalysis, change: Change) -> Change:
+    """``change`` acting on the warm windows only (:mod:`..replay.restrict`): a saving is
+    read off them, and a cold step's removed wait must not spill into them."""
+    return within_windows(analysis, change, warm_windows(analysis))
+
+
 def replayed(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.ndarray]:
-    """(walls before, walls after) of every window, the change replayed."""
+    """(walls before, walls after) of every window, the change replayed on the warm
+    ones."""
     before = analysis.windows.columns.wall_us  # the column, not a view per window
-    return before, replay(analysis, change).wall_us
+    return before, replay(analysis, warm_change(analysis, change)).wall_us
 
 
 @computed
@@ -264,6 +272,7 @@ def projections(analysis: SpanAnalysis) -> list[Projection]:
         change = card.build(analysis)
         if change is None:
             continue
+        change = warm_change(analysis, change)
         changes.append(change)
         out.append(Projection(card.id, card.sentence, card.claims + card.parts, card.assumes,
                               *replayed(analysis, change), part_rules=card.parts,
