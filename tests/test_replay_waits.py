@@ -105,3 +105,25 @@ def test_a_kernel_the_step_does_not_wait_for_saves_nothing(tmp_path):
     assert shadow == pytest.approx(before)
     ahead = replay(a, scaled(a, "gemm_before", 0.5)).wall_us
     assert before[:2] - ahead[:2] == pytest.approx([150.0, 150.0])
+
+
+# ---- a lone pageable copy is staged, not held -----------------------------------------------
+@pytest.mark.parametrize(("kind", "delay", "held"), [
+    ("Pageable", 166.0, False),  # within its own 3.46 ms: the driver staging it
+    ("Pageable", 20_000.0, True),  # far past it: it waited for unrecorded work
+    ("Pinned", 166.0, True),  # nothing to stage: 166 µs is 4x past the launch latency
+])
+def test_a_lone_copy_is_held_only_past_what_staging_explains(tmp_path, kind, delay, held):
+    """One step, one host→device copy of 38.5 MB running 3.46 ms (TimeSformer's), no like
+    copy to compare its launch-to-start delay with: from pageable memory the driver
+    stages it before the transfer starts, which may take as long as the copy; the replay
+    holds the copy at its recorded start (work before the window held it) only beyond."""
+    b = TraceBuilder(tmp_path)
+    b.step(1, 0, 30_000)
+    b.op("aten::copy_", 10, 10)
+    corr = b.runtime("cudaMemcpyAsync", 12, delay + 3_470)
+    b.device("gpu_memcpy", f"Memcpy HtoD ({kind} -> Device)", 12 + delay, 3_460.0, corr,
+             bytes=38_535_168)
+    a = b.analysis()
+    floor = replay_graph(a).a_floor
+    assert bool(np.isfinite(floor[0])) is held

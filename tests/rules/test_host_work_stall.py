@@ -107,7 +107,9 @@ def test_timesformer_preprocess_fires():
     assert [e.name for e in f.evidence] == [
         "transformers/pipelines/video_classification.py(129): preprocess",
         "cudaDeviceSynchronize", "aten::lift_fresh"]
-    assert f.savings_us is not None and 0 < f.savings_us <= 219_350
+    # All of the idle it causes, no more (the replay no longer holds the step's lone
+    # pageable copy as a wait: replay/unseen.py); 219.35 ms is the idle, rounded.
+    assert f.savings_us is not None and 219_000 < f.savings_us < 219_360
 
 
 @pytest.mark.shared

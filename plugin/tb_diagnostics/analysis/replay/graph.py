@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.replay.unseen import pageable_copies, waited_unseen
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, Kind
 from tb_diagnostics.trace.model import NO_ID
@@ -271,38 +272,6 @@ def _cross_waits(a_start: np.ndarray, a_end: np.ndarray, a_lane: np.ndarray,
     return cross
 
 
-#: A stream's first copy in the window that started more than this many times later
-#: after its launch than the same copy's other launches on the stream (or the device's
-#: launch latency) waited for work the recording does not hold.
-UNSEEN_WAIT_FACTOR = 4.0
-
-
-def _waited_unseen(delay: np.ndarray, a_prev: np.ndarray, a_cross: np.ndarray,
-                   a_dev: np.ndarray, a_lane: np.ndarray, a_name: np.ndarray,
-                   a_bytes: np.ndarray, is_copy: np.ndarray, latency: float) -> np.ndarray:
-    """The copies that waited for device work queued before the window (the previous
-    step's, not recorded): the first on their stream, with no recorded edge that explains
-    their launch-to-start delay beside the same copies (name and bytes: a copy's delay
-    grows with its size). Copies only: a kernel's first launch can be long on the host
-    (loading its module: the H100 eager trace of ``pairs/`` starts its first layer_norm
-    kernel 37.6 µs after the call, the later ones 5.2-6.1 µs), which a change may move.
-    They start no earlier than they did: a change to what the window holds does not move
-    what held them (ResNet-50 ``num_workers=0``, second
-    span: the batch's copy starts 7.1 ms after its call, the same copy 0.13-0.14 ms in
-    the later steps; with 4 workers the same copy waits 42.9 ms)."""
-    first = np.flatnonzero(is_copy & (a_prev < 0) & (a_cross < 0) & (a_dev < 0)
-                           & np.isfinite(delay))
-    out = np.zeros(delay.shape[0], dtype=bool)
-    for i in first.tolist():
-        alike = (a_bytes == a_bytes[i]) | (np.isnan(a_bytes) & np.isnan(a_bytes[i]))
-        same = np.flatnonzero((a_lane == a_lane[i]) & (a_name == a_name[i]) & alike
-                              & np.isfinite(delay))
-        same = same[same != i]
-        usual = max(float(np.median(delay[same])) if same.size else 0.0, latency)
-        out[i] = delay[i] > UNSEEN_WAIT_FACTOR * usual
-    return out
-
-
 @computed
 def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     m = analysis.model
@@ -359,8 +328,9 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     # No earliest start: a collective moves with the work before it (every rank gets the
     # fix), keeping its recorded duration (a_fixed).
     a_floor = np.full(n_a, -np.inf)
-    unseen = _waited_unseen(a_start - launch_t, a_prev, a_cross, a_dev, a_lane, m.name[acts],
-                            m.nbytes[acts], m.kind[acts] == Kind.MEMCPY, latency)
+    unseen = waited_unseen(a_start - launch_t, a_prev, a_cross, a_dev, a_lane, m.name[acts],
+                            m.nbytes[acts], m.kind[acts] == Kind.MEMCPY,
+                            pageable_copies(m, acts), a_dur, latency)
     a_floor[unseen] = a_start[unseen]
 
     # What released each sync: the last activity to end inside the call (it waited for it).
