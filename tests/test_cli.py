@@ -30,6 +30,7 @@ SPAN_KEYS |= {"activity_coverage"}
 STEP_KEYS |= {"critical_path"}  # issue 27: what the step's end waits on
 STEP_KEYS |= {"stub"}  # issue 29: the profiler's empty trailing step
 STEP_KEYS |= {"idle_host_work_us", "host_work"}  # the launch cause's host work
+STEP_KEYS |= {"flag_why"}  # why a step is flagged (analysis.views.step_flags)
 WHATIF_KEYS = {"id", "change", "rules", "assumes", "steps", "saves_us", "saves_us_total",
                "per_step", "related", "parts",  # issue 23: related rules, findings' parts
                # issue 25: what moves to other steps; the step the bars draw, named
