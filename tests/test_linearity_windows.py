@@ -138,3 +138,26 @@ def test_rounded_is_python_round():
     for digits in (3, 6):
         assert rounded(x, digits) == [round(float(v), digits) for v in x]
     assert math.isnan(rounded(np.asarray([math.nan]), 3)[0])
+
+
+def test_a_span_of_many_steps_lists_fewer_segments_per_step(spans, monkeypatch):
+    from tb_diagnostics.report import critical_path as cpr
+
+    a = spans["wide"]  # 600 steps: a budget of 600 segments and ops leaves one each
+    monkeypatch.setattr(cpr, "SPAN_SEGMENTS", len(a.windows))
+    monkeypatch.setattr(cpr, "SPAN_OPS", 2 * len(a.windows) - 1)
+    steps = step_documents(a)
+    cpr.add_critical_path(steps, a)
+    for k, s in enumerate(steps):
+        got = s["critical_path"]
+        full = cpr.critical_path_document(a, k)
+        assert got["segments"] == full["segments"][:1]
+        assert got["by_op"] == full["by_op"][:1]
+        assert got["segments_total"] == full["segments_total"]
+        assert got["segments_omitted"] == full["segments_total"] - len(got["segments"])
+        bounded = ("segments", "segments_omitted", "by_op")
+        assert {key: v for key, v in got.items() if key not in bounded} == \
+            {key: v for key, v in full.items() if key not in bounded}
+    assert cpr.per_step_limit(10, 5, 50_000) == 5
+    assert cpr.per_step_limit(10**6, 5, 50_000) == 1
+    assert cpr.per_step_limit(20_000, 5, 50_000) == 2

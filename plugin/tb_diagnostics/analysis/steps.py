@@ -261,12 +261,18 @@ def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
     """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins); without any,
     the iterations :func:`~.iterations.infer_iterations` finds (unless ``infer`` is off)."""
     # Step numbers past what a float64 holds exactly are no step counter's: not steps.
-    ids = [i for i, s in enumerate(model.strings) if (g := STEP_NAME.match(s))
-           and len(g.group(1)) <= 15]
+    ids: list[int] = []
+    parsed: list[int] = []
+    for i, s in enumerate(model.strings):
+        if (g := STEP_NAME.match(s)) and len(g.group(1)) <= 15:
+            ids.append(i)
+            parsed.append(int(g.group(1)))
     rows = row_indices(np.isin(model.name, np.asarray(ids, dtype=np.int32)) & model.is_host)
     rows = rows[model.kind[rows] != Kind.PYTHON]
-    numbers = np.asarray([int(STEP_NAME.match(model.name_of(r)).group(1)) for r in rows],
-                         dtype=np.int64)
+    # Each name's number parsed once, looked up per row (not a regex per step event).
+    number_of = np.zeros(len(model.strings), dtype=np.int64)
+    number_of[np.asarray(ids, dtype=np.int64)] = np.asarray(parsed, dtype=np.int64)
+    numbers = number_of[model.name[rows]]
     rows, numbers, notes = _distinct_steps(model, rows, numbers)
     if not rows.size and infer:
         from tb_diagnostics.analysis.iterations import search_iterations

@@ -18,6 +18,19 @@ from tb_diagnostics.report.rounding import rounded
 TOP_SEGMENTS = 5
 #: Ops each step's document lists by their time on the path.
 TOP_OPS = 3
+#: Segments and ops all the step documents of a span list at most, in all: a span of
+#: more steps than this allows at TOP_SEGMENTS (TOP_OPS) each lists fewer per step, at
+#: least one (issue 28: a million steps' five segments were 3 GB of dicts). Each step's
+#: ``segments_total`` and ``segments_omitted`` still count them; ``report --step N``
+#: gives the whole path of a step.
+SPAN_SEGMENTS = 50_000
+SPAN_OPS = 30_000
+
+
+def per_step_limit(n_steps: int, top: int, span_budget: int) -> int:
+    """How many of ``top`` each of ``n_steps`` step documents lists within ``span_budget``
+    (never fewer than one)."""
+    return max(1, min(top, span_budget // max(n_steps, 1)))
 #: Segments the step route lists at most, in time order (the longest, where a step's
 #: path has more: a host-bound step of 100,000 launches has 200,000).
 ROUTE_SEGMENTS = 50_000
@@ -122,16 +135,19 @@ def _ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
 
 
 def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
-    """Per step: ``critical_path``, bounded, as :func:`critical_path_document` gives it;
-    built for all steps at once (a span of 50,000 steps took 7.4 s one step at a time)."""
+    """Per step: ``critical_path``, bounded, as :func:`critical_path_document` gives it
+    (with fewer segments and ops a step where the span has more steps than
+    :data:`SPAN_SEGMENTS` and :data:`SPAN_OPS` allow at the full count each); built for all
+    steps at once (a span of 50,000 steps took 7.4 s one step at a time)."""
     cp = critical_paths(analysis)
     m = analysis.model
     n_steps = cp.offsets.size - 1
     counts = np.diff(cp.offsets)
     step_of = np.repeat(np.arange(n_steps), counts)
-    top = _ranked(step_of, cp.dur, TOP_SEGMENTS)
+    top_segments = per_step_limit(n_steps, TOP_SEGMENTS, SPAN_SEGMENTS)
+    top = _ranked(step_of, cp.dur, top_segments)
     segs = _segments(analysis, top)
-    seg_at = np.concatenate([[0], np.cumsum(np.minimum(counts, TOP_SEGMENTS))]).tolist()
+    seg_at = np.concatenate([[0], np.cumsum(np.minimum(counts, top_segments))]).tolist()
     # The ops per step: time per (step, op name, kind), the most first.
     ops = op_above(analysis, cp.row)
     who = np.where(ops >= 0, ops, cp.row)
@@ -144,7 +160,7 @@ def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> No
     total = np.bincount(inv, weights=cp.dur[ok])
     count = np.bincount(inv)
     u_step = uniq // span
-    best = _ranked(u_step, total, TOP_OPS)
+    best = _ranked(u_step, total, per_step_limit(n_steps, TOP_OPS, SPAN_OPS))
     by_op: list[list[dict[str, Any]]] = [[] for _ in range(n_steps)]
     rest_l = (uniq[best] % span).tolist()
     for k, rest, us, c in zip(u_step[best].tolist(), rest_l, rounded(total[best], 3),
