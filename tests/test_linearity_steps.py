@@ -301,19 +301,21 @@ def test_compile_change_removed_makes_no_numpy_call_per_region():
 
 def test_every_windows_dispatch_chain_makes_no_numpy_call_per_window():
     """The dispatch-chain rule's trees and chains of every window (one forest, one walk
-    a depth per pass): 60 and 600 windows, the same numpy calls (a flat tree and a chain
-    per window made some 60 calls each)."""
+    a depth per pass), and the rule itself (the chains grouped as columns): 60 and 600
+    windows, the same numpy calls (a flat tree and a chain per window made some 60 calls
+    each)."""
     from tb_diagnostics.analysis.critpath import critical_paths
-    from tb_diagnostics.rules.dispatch_chain import GEMM
+    from tb_diagnostics.rules.dispatch_chain import GEMM, Thresholds, check
     from tb_diagnostics.rules.dispatch_chain_columns import path_chains
 
     counted = {}
     for label, n in (("base", STEPS), ("wide", 10 * STEPS)):
         a = analysis_of(n)
         critical_paths(a)  # the paths' own cost is not the chains'
-
         counted[label] = numpy_calls(lambda a=a: path_chains(a, GEMM))
+        counted[f"rule {label}"] = numpy_calls(lambda a=a: check(a, Thresholds()))
     assert counted["wide"] <= GROWTH * counted["base"], counted
+    assert counted["rule wide"] <= GROWTH * counted["rule base"], counted
 
 
 def test_every_windows_dispatch_chain_is_the_chain_of_each_window(spans):

@@ -109,3 +109,27 @@ def test_the_forest_and_chains_on_every_shared_trace(run, index):
         pytest.skip("no device work: the rule reads no chain")
     assert_forest_is_the_trees(a)
     assert_chains_are_the_flat_chains(a)
+
+
+def test_the_rule_reads_the_windows_a_range_at_a_time_to_the_same_findings(builder,
+                                                                           monkeypatch):
+    """Steps of three chains (the largest group reported first, then by first step),
+    read two windows at a time (chains of one group in several ranges, ranges of
+    several groups) and all at once: the same findings."""
+    from tb_diagnostics.rules import dispatch_chain
+
+    ops = {"A": ("aten::mm", "gemm_kernel"), "B": ("aten::add", "add_kernel"),
+           "C": ("aten::mul", "mul_kernel")}
+    for s, which in enumerate("ABBABCB"):
+        t0 = s * 1000
+        op, kernel = ops[which]
+        builder.step(s + 1, t0, 999)
+        builder.op(op, t0 + 10, 100 + 10 * s)
+        builder.launch(kernel, t0 + 20, t0 + 900, 50 + s)
+    a = builder.analysis()
+    whole = dispatch_chain.check(a, dispatch_chain.Thresholds())
+    assert [f.steps for f in whole] == [[2, 3, 5, 7], [1, 4], [6]]
+    monkeypatch.setattr(dispatch_chain, "CHUNK_WINDOWS", 2)
+    assert dispatch_chain.check(a, dispatch_chain.Thresholds()) == whole
+    monkeypatch.setattr(dispatch_chain, "CHUNK_WINDOWS", 1)
+    assert dispatch_chain.check(a, dispatch_chain.Thresholds()) == whole

@@ -11,7 +11,8 @@ window's calls (keys ``window * R + row`` for the look-up), nodes merged by
 crosses windows), numbered within each window in the tree's creation order, and every
 sum taken in the order of the window's rows: node for node, the same columns (the same
 floats) as ``flat_tree``. Windows are contiguous ranges of nodes, each starting with its
-step's node.
+step's node. A forest holds a range of windows (all of them by default): each window's
+tree is its own, so a reader bounds its columns by taking the windows a range at a time.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ from tb_diagnostics.trace.categories import Kind
 
 @dataclass
 class FlatForest:
-    """Every window's :class:`~tb_diagnostics.analysis.dispatch_flat.FlatTree`, stacked:
-    window ``k``'s nodes are ``offsets[k]:offsets[k+1]`` (its step's node first), the
-    columns as the tree's (``parent`` a forest-wide node number)."""
+    """The :class:`~tb_diagnostics.analysis.dispatch_flat.FlatTree` of windows
+    ``first_window + k``, stacked: window ``first_window + k``'s nodes are
+    ``offsets[k]:offsets[k+1]`` (its step's node first), the columns as the tree's
+    (``parent`` a forest-wide node number)."""
 
     offsets: np.ndarray  # int64, windows + 1
-    window: np.ndarray  # int64: each node's window
+    window: np.ndarray  # int64: each node's window, less first_window
     parent: np.ndarray  # int64; -1 for a step's node
     kind: np.ndarray  # int64: a Kind value, STEP or THREAD
     name: np.ndarray  # int64 string id; -1 for step and thread nodes
@@ -56,6 +58,7 @@ class FlatForest:
     row_key: np.ndarray  # the windows' rows in the trees, as ``window * stride + row``, sorted
     row_node: np.ndarray  # the node of each of ``row_key``
     stride: int
+    first_window: int = 0
 
     def __len__(self) -> int:
         return int(self.parent.shape[0])
@@ -84,7 +87,7 @@ class FlatForest:
         """The node's name, as ``flat_tree`` names it (the step's as the call tree)."""
         k = int(self.kind[node])
         if k == STEP:
-            return _root_name(analysis, int(self.window[node]))
+            return _root_name(analysis, self.first_window + int(self.window[node]))
         if k == THREAD:
             return self.labels[int(self.label[node])]
         return analysis.model.strings[int(self.name[node])]
@@ -96,11 +99,13 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
 
 
-def _window_host_rows(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
-    """Every window's host rows (``flat_tree``'s: in its host range, no Python frame, not
-    the step's own event), window after window in row order, and each one's window."""
+def _window_host_rows(analysis: SpanAnalysis, lo_w: int, hi_w: int,
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The host rows of windows ``lo_w:hi_w`` (``flat_tree``'s: in its host range, no
+    Python frame, not the step's own event), window after window in row order, and each
+    one's window (less ``lo_w``)."""
     m = analysis.model
-    windows = analysis.windows
+    windows = analysis.windows[lo_w:hi_w]
     n_w = len(windows)
     lo = np.fromiter((w.host_start for w in windows), dtype=np.float64, count=n_w)
     hi = np.fromiter((w.host_end for w in windows), dtype=np.float64, count=n_w)
@@ -120,28 +125,34 @@ def _window_host_rows(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
     return rows[keep], win[keep]
 
 
-def _window_activities(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
-    """Every window's activity rows (``window_activity_rows``), window after window."""
-    n_w = len(analysis.windows)
+def _window_activities(analysis: SpanAnalysis, lo_w: int, hi_w: int,
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The activity rows of windows ``lo_w:hi_w`` (``window_activity_rows``), window
+    after window, and each one's window (less ``lo_w``)."""
+    n_w = hi_w - lo_w
     acts = analysis.model.device_activity_rows
-    if len(analysis.host_steps) and n_w == len(analysis.host_steps):
+    if len(analysis.host_steps) and len(analysis.windows) == len(analysis.host_steps):
         order, cut = analysis._activities_by_window
-        return (acts[order[cut[0]:cut[-1]]].astype(np.int64),
-                np.repeat(np.arange(n_w, dtype=np.int64), np.diff(cut)))
-    parts = [analysis.window_activity_rows(k) for k in range(n_w)]
+        return (acts[order[cut[lo_w]:cut[hi_w]]].astype(np.int64),
+                np.repeat(np.arange(n_w, dtype=np.int64), np.diff(cut[lo_w:hi_w + 1])))
+    parts = [analysis.window_activity_rows(k) for k in range(lo_w, hi_w)]
     rows = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
     return rows, np.repeat(np.arange(n_w, dtype=np.int64), [p.shape[0] for p in parts])
 
 
-def flat_forest(analysis: SpanAnalysis) -> FlatForest:
-    """Every window's call tree (``flat_tree``'s), as one :class:`FlatForest`. Not kept
-    on the analysis: the rule reads it once, and on 10⁶ steps it is hundreds of MB."""
+def flat_forest(analysis: SpanAnalysis, lo_w: int = 0, hi_w: int | None = None,
+                ) -> FlatForest:
+    """The call trees (``flat_tree``'s) of windows ``lo_w:hi_w`` (None: to the last), as
+    one :class:`FlatForest`. Not kept on the analysis: the rule reads it once, and on 10⁶
+    steps at once it would be hundreds of MB."""
     m = analysis.model
-    windows = analysis.windows
+    hi_w = len(analysis.windows) if hi_w is None else min(hi_w, len(analysis.windows))
+    lo_w = min(lo_w, hi_w)
+    windows = analysis.windows[lo_w:hi_w]
     n_w = len(windows)
     step_row = np.fromiter((w.row for w in windows), dtype=np.int64, count=n_w)
-    host, h_win = _window_host_rows(analysis)
-    acts, a_win = _window_activities(analysis)
+    host, h_win = _window_host_rows(analysis, lo_w, hi_w)
+    acts, a_win = _window_activities(analysis, lo_w, hi_w)
     stride = len(m) + 1  # a key per (window, row); row -1 never matches
     n = host.shape[0]
     h_off = np.zeros(n_w + 1, dtype=np.int64)
@@ -220,14 +231,14 @@ def flat_forest(analysis: SpanAnalysis) -> FlatForest:
     node_win[was:nodes.size] = node_win[nodes.parent[was:nodes.size]]
     label = np.full(nodes.size, -1, dtype=np.int64)
     label[n_w:n_w + n_threads] = thread_label
-    return _finish(analysis, nodes, node_win[:nodes.size], label, labels, host, h_win,
-                   acts, a_win, node_of, a_node, step_row, stride)
+    return _finish(analysis, windows, nodes, node_win[:nodes.size], label, labels, host,
+                   h_win, acts, a_win, node_of, a_node, step_row, stride, lo_w)
 
 
-def _finish(analysis: SpanAnalysis, nodes: _Nodes, node_win: np.ndarray, label: np.ndarray,
-            labels: list[str], host: np.ndarray, h_win: np.ndarray, acts: np.ndarray,
-            a_win: np.ndarray, node_of: np.ndarray, a_node: np.ndarray,
-            step_row: np.ndarray, stride: int) -> FlatForest:
+def _finish(analysis: SpanAnalysis, windows: list, nodes: _Nodes, node_win: np.ndarray,
+            label: np.ndarray, labels: list[str], host: np.ndarray, h_win: np.ndarray,
+            acts: np.ndarray, a_win: np.ndarray, node_of: np.ndarray, a_node: np.ndarray,
+            step_row: np.ndarray, stride: int, first_window: int) -> FlatForest:
     """Renumber the nodes window by window in creation order and sum their calls in the
     order of each window's rows (``dispatch_flat._finish``, every window at once)."""
     m = analysis.model
@@ -256,8 +267,8 @@ def _finish(analysis: SpanAnalysis, nodes: _Nodes, node_win: np.ndarray, label: 
     first[has] = rows[pos_first[has]]
     roots = offsets[:-1]
     count[roots] = 1
-    lo = np.fromiter((w.host_start for w in analysis.windows), dtype=np.float64, count=n_w)
-    hi = np.fromiter((w.host_end for w in analysis.windows), dtype=np.float64, count=n_w)
+    lo = np.fromiter((w.host_start for w in windows), dtype=np.float64, count=n_w)
+    hi = np.fromiter((w.host_end for w in windows), dtype=np.float64, count=n_w)
     total[roots] = np.where(step_row >= 0, m.dur[np.maximum(step_row, 0)], hi - lo)
     first[roots] = step_row
     kind = nodes.kind[:size][creation]
@@ -266,7 +277,7 @@ def _finish(analysis: SpanAnalysis, nodes: _Nodes, node_win: np.ndarray, label: 
                         name=nodes.name[:size][creation], label=label[creation],
                         labels=labels, depth=depth, count=count, total_us=total,
                         device_us=np.zeros(size), first_row=first, row_key=rows,
-                        row_node=row_node, stride=stride)
+                        row_node=row_node, stride=stride, first_window=first_window)
     dev = np.where(forest.is_device, total, 0.0)
     levels = forest.levels()
     for lv in reversed(levels[1:]):  # device time rolled up, children in order

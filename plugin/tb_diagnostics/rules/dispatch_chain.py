@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.critpath import critical_paths
-from tb_diagnostics.analysis.dispatch import CallNode, chains
+from tb_diagnostics.analysis.dispatch import KIND_LABEL, CallNode, chains
 from tb_diagnostics.analysis.dispatch_flat import THREAD, FlatTree, flat_tree
 from tb_diagnostics.analysis.dispatch_forest import FlatForest
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -152,33 +152,39 @@ def _label(node: CallNode, total: float) -> str:
     return f"{name} ×{node.count} ({times})" if node.count > 1 else f"{name} ({times})"
 
 
+#: Windows whose chains are found in one pass: a fixed number, so that the pass's columns
+#: stay bounded whatever the steps (10^5 tiny steps at once took 115 MB of columns).
+CHUNK_WINDOWS = 1 << 15
+#: Kind codes whose node the rule times by its device time (``_DEVICE``'s labels).
+_DEVICE_KINDS = np.asarray([int(k) for k, v in KIND_LABEL.items() if v in _DEVICE])
+
+
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     windows = analysis.windows
     if not windows or analysis.cpu_only:
         return []
-    # Every window's chain at once (flat_path_chain per window was half the report on a
-    # span of 10^5 tiny steps): grouped by the chain's (kind, name) levels.
-    pc = path_chains(analysis, GEMM)
-    f = pc.forest
-    valid = np.flatnonzero(pc.length >= 2)
-    if not valid.size:
+    # Every window's chain as columns (flat_path_chain per window was half the report on
+    # a span of 10^5 tiny steps), grouped by the chain's (kind, name) levels.
+    chains = _all_chains(analysis)
+    if chains is None:
         return []
-    nodes = pc.nodes[valid]
-    inv, first = _chain_keys(analysis, f, nodes)
+    valid, key, value, on_path = chains
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inv = inv.ravel()
     size = np.bincount(inv)
     # Groups in the order their first step comes, the largest first (a stable sort).
     ordered = np.lexsort((first, -size))[: th.max_chains]
     out = []
     for g in ordered.tolist():
         members = np.flatnonzero(inv == g)
-        chain0 = [_call_node(analysis, f, int(k)) for k in nodes[members[0]].tolist()
-                  if k >= 0]
-        levels = []
-        for depth, node in enumerate(chain0):
-            col = f.device_us if node.kind in _DEVICE else f.total_us
-            levels.append(_label(node, float(np.median(col[nodes[members, depth]]))))
+        k0 = int(valid[members[0]])
+        pc = path_chains(analysis, GEMM, k0, k0 + 1)
+        chain0 = [_call_node(analysis, pc.forest, int(k))
+                  for k in pc.nodes[0, :pc.length[0]].tolist()]
+        levels = [_label(node, float(np.median(value[members, depth])))
+                  for depth, node in enumerate(chain0)]
         steps = [windows[k].step for k in valid[members].tolist()]
-        path_us = float(np.median(pc.on_path[valid[members]]))
+        path_us = float(np.median(on_path[members]))
         median = " (median per step)" if len(members) > 1 else ""
         where = (f"{median}, the one the critical path runs through ({fmt_us(path_us)} of the "
                  "path on its calls and kernels)" if path_us > 0 else median)
@@ -196,28 +202,58 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     return out
 
 
-def _chain_keys(analysis: SpanAnalysis, f: FlatForest, nodes: np.ndarray,
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Per chain (a row of ``nodes``, -1 padded): its group by ``(kind, name)`` at every
-    level (the step's name left out: every step's chain starts at a step); and each
-    group's first chain."""
+def _all_chains(analysis: SpanAnalysis,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The windows with a chain of two levels or more, :data:`CHUNK_WINDOWS` at a time:
+    their indices; per chain, its ``(kind, name)`` key at every level (-9 padded) and
+    each level's time as the rule quotes it (device time for device work, else host
+    time); and its path time. None where no window has one."""
+    text_code: dict[str, int] = {}  # one code per text across the passes
+    parts = []
+    for lo in range(0, len(analysis.windows), CHUNK_WINDOWS):
+        pc = path_chains(analysis, GEMM, lo, lo + CHUNK_WINDOWS)
+        ok = np.flatnonzero(pc.length >= 2)
+        if ok.size:
+            kind, code, value = _chain_columns(analysis, pc.forest, pc.nodes[ok], text_code)
+            parts.append((lo + ok, kind, code, value, pc.on_path[ok]))
+    if not parts:
+        return None
+    depth = max(p[1].shape[1] for p in parts)
+
+    def padded(m: np.ndarray, fill: float) -> np.ndarray:
+        return np.pad(m, ((0, 0), (0, depth - m.shape[1])), constant_values=fill)
+
+    key = np.concatenate([np.concatenate([padded(p[1], -9), padded(p[2], -9)], axis=1)
+                          for p in parts])
+    value = np.concatenate([padded(p[3], np.nan) for p in parts])
+    return (np.concatenate([p[0] for p in parts]), key, value,
+            np.concatenate([p[4] for p in parts]))
+
+
+def _chain_columns(analysis: SpanAnalysis, f: FlatForest, nodes: np.ndarray,
+                   text_code: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per chain (a row of ``nodes``, -1 padded) and level: its kind, its name's code
+    in ``text_code`` (names compared as text, whatever their string ids; the step's
+    left out: every chain starts at a step; -9 past the chain) and its time."""
     safe = np.maximum(nodes, 0)
-    kind = np.where(nodes >= 0, f.kind[safe], -9)
+    on = nodes >= 0
+    kind = np.where(on, f.kind[safe], -9)
     sid = f.name[safe]
-    # One code per distinct text: names are compared as text, whatever their string ids.
-    ids = np.unique(sid[(nodes >= 0) & (sid >= 0)])
     strings = analysis.model.strings
-    text_code: dict[str, int] = {}
+    named = on & (sid >= 0)
+    ids = np.unique(sid[named])
     codes = np.asarray([text_code.setdefault(strings[i], len(text_code))
                         for i in ids.tolist()], dtype=np.int64)
     code = np.full(nodes.shape, -9, dtype=np.int64)
-    named = (nodes >= 0) & (sid >= 0)
     code[named] = codes[np.searchsorted(ids, sid[named])]
     thread = kind == THREAD
-    code[thread] = f.label[safe[thread]]
-    key = np.concatenate([kind, code], axis=1)
-    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    return inv.ravel(), first
+    labels = np.asarray([text_code.setdefault(t, len(text_code)) for t in f.labels],
+                        dtype=np.int64)
+    code[thread] = labels[f.label[safe[thread]]]
+    device = np.isin(kind, _DEVICE_KINDS)
+    value = np.where(device, f.device_us[safe], f.total_us[safe])
+    value[~on] = np.nan
+    return kind, code, value
 
 
 def _call_node(analysis: SpanAnalysis, f: FlatForest, node: int) -> CallNode:

@@ -48,8 +48,9 @@ def _path_per_node(analysis: SpanAnalysis, f: FlatForest) -> np.ndarray:
     in the segments' order."""
     cp = critical_paths(analysis)
     n_w = f.offsets.shape[0] - 1
-    sizes = np.diff(cp.offsets[:n_w + 1]).astype(np.int64)
-    seg = np.arange(int(cp.offsets[n_w]) - int(cp.offsets[0])) + int(cp.offsets[0])
+    bounds = cp.offsets[f.first_window:f.first_window + n_w + 1].astype(np.int64)
+    sizes = np.diff(bounds)
+    seg = np.arange(int(bounds[-1]) - int(bounds[0])) + int(bounds[0])
     key = np.repeat(np.arange(n_w, dtype=np.int64), sizes) * f.stride + cp.row[seg]
     at = np.searchsorted(f.row_key, key)
     hit = at < f.row_key.shape[0]
@@ -69,10 +70,12 @@ def _pick(cand: np.ndarray, group: np.ndarray, keys: tuple[np.ndarray, ...],
     return g[last], cand[order[last]]
 
 
-def path_chains(analysis: SpanAnalysis, gemm: re.Pattern[str]) -> PathChains:
-    """Every window's chain on its critical path (``flat_path_chain``'s), with ``gemm``
+def path_chains(analysis: SpanAnalysis, gemm: re.Pattern[str], lo_w: int = 0,
+                hi_w: int | None = None) -> PathChains:
+    """The chain on its critical path (``flat_path_chain``'s) of every window of
+    ``lo_w:hi_w`` (None: to the last; row ``k`` is window ``lo_w + k``), with ``gemm``
     naming the GEMM calls of the fallback."""
-    f = flat_forest(analysis)
+    f = flat_forest(analysis, lo_w, hi_w)
     n_w = f.offsets.shape[0] - 1
     per_node = _path_per_node(analysis, f)
     levels = f.levels()
@@ -125,7 +128,8 @@ def _gemm_nodes(analysis: SpanAnalysis, f: FlatForest, gemm: re.Pattern[str]) ->
     roots = f.roots
     rows = f.first_row[roots]
     if analysis.host_steps.inferred or not (rows >= 0).all():
-        out[roots] = [bool(gemm.match(_root_name(analysis, k))) for k in range(roots.size)]
+        out[roots] = [bool(gemm.match(_root_name(analysis, f.first_window + k)))
+                      for k in range(roots.size)]
     else:  # the step's event names it: one match per distinct name
         step_names = np.unique(analysis.model.name[rows])
         hit = {int(s) for s in step_names.tolist() if gemm.match(strings[int(s)])}
