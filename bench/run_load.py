@@ -1,7 +1,7 @@
 """The load of existing trace files, before and after a change: in-process and whole-process
 figures next to ``orjson.loads`` of the same file, interleaved, best of ``--repeat``.
 
-    python bench/run_load.py FILE… [--base PLUGIN_DIR] [--repeat 3]
+    python bench/run_load.py FILE… [--base PLUGIN_DIR] [--current PLUGIN_DIR] [--repeat 3]
                              [--orjson-python PYTHON] [--out bench/out]
 
 Per file, repeat and code (the current ``plugin/``, and ``--base``'s where given), each in a
@@ -11,7 +11,8 @@ fresh process:
   imports excluded (the reader, the decode and the model build, nothing else);
 - ``load``: the same with the default workers (the parallel load of a big file);
 - ``report``: ``tb-diagnostics report --format json --no-cache`` as a whole process
-  (imports included): wall time, CPU time, peak RSS of it and its children (sampled);
+  (imports included): wall time, CPU time of it and its children, the largest sum of
+  their RSS (sampled every 50 ms);
 - ``orjson``: a whole process that reads the file and runs ``orjson.loads`` on it, with
   ``--orjson-python`` (an interpreter that has orjson; default this one).
 
@@ -24,15 +25,72 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
 
-from run_scale import _child, _env  # noqa: E402
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants (the parallel load's ranges)."""
+    parent, rss = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        p = int(stat.parent.name)
+        parent[p], rss[p] = int(fields[1]), int(fields[21])  # ppid, resident pages
+    kids: dict[int, list[int]] = {}
+    for p, pp in parent.items():
+        kids.setdefault(pp, []).append(p)
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += kids.get(p, [])
+    return total * os.sysconf("SC_PAGE_SIZE")
+
+
+def _child(cmd: list[str], env: dict[str, str]) -> dict:
+    """Run ``cmd``: wall time, CPU time (its own and its descendants', from this process's
+    children accounting), and the largest sum of the RSS of it and its descendants,
+    sampled every 50 ms."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit {proc.returncode}"}
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"seconds": seconds, "cpu_s": cpu, "stdout": out.decode(errors="replace"),
+            "tree_peak_rss_mb": peak[0] / 2**20}
+
+
+def _env(plugin_dir: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if plugin_dir:
+        env["PYTHONPATH"] = plugin_dir + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
 
 _ORJSON = "import orjson, sys; orjson.loads(open(sys.argv[1], 'rb').read())"
 _LOAD = """
@@ -68,13 +126,13 @@ def _best(runs: list[dict]) -> dict:
     if not ok:
         return runs[-1]
     best = min(ok, key=lambda r: r["seconds"])
-    return {**best, "peak_rss_mb": min(r["peak_rss_mb"] for r in ok),
-            "tree_peak_rss_mb": min(r["tree_peak_rss_mb"] for r in ok),
+    return {**best, "tree_peak_rss_mb": min(r["tree_peak_rss_mb"] for r in ok),
             "all_s": [round(r["seconds"], 2) for r in ok]}
 
 
-def bench(files: list[Path], base: str | None, repeat: int, orjson_python: str) -> list[dict]:
-    variants = {"current": str(REPO / "plugin")}
+def bench(files: list[Path], base: str | None, repeat: int, orjson_python: str,
+          current: str) -> list[dict]:
+    variants = {"current": current}
     if base:
         variants["base"] = base
     rows = []
@@ -131,10 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", help="also measure this plugin directory (before), interleaved")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--orjson-python", default=sys.executable)
+    ap.add_argument("--current", default=str(REPO / "plugin"),
+                    help="the plugin directory measured as the current code (default: this "
+                         "checkout's)")
     ap.add_argument("--out", type=Path, default=HERE / "out")
     args = ap.parse_args(argv)
     t0 = time.time()
-    rows = bench(args.files, args.base, args.repeat, args.orjson_python)
+    rows = bench(args.files, args.base, args.repeat, args.orjson_python, args.current)
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"load_{time.strftime('%Y%m%d_%H%M%S')}.json"
     out.write_text(json.dumps({"rows": rows, "took_s": time.time() - t0}, indent=1))
