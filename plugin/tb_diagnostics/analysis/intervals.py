@@ -126,3 +126,29 @@ def complement(iv: Intervals, lo: float, hi: float) -> Intervals:
     e = np.concatenate([c.start, [hi]])
     keep = e > s
     return Intervals(s[keep], e[keep])
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """The time both ``a`` and ``b`` cover."""
+    if not len(a) or not len(b):
+        return Intervals.empty()
+    # Sweep the boundaries; at one time, ends before starts (half-open intervals).
+    t = np.concatenate([a.start, a.end, b.start, b.end])
+    d_a = np.concatenate([np.ones(a.start.size), -np.ones(a.end.size),
+                          np.zeros(2 * b.start.size)])
+    d_b = np.concatenate([np.zeros(2 * a.start.size), np.ones(b.start.size),
+                          -np.ones(b.end.size)])
+    order = np.lexsort((d_a + d_b, t))
+    t, in_a, in_b = t[order], np.cumsum(d_a[order]), np.cumsum(d_b[order])
+    both = (in_a[:-1] > 0) & (in_b[:-1] > 0)
+    lo, hi = t[:-1][both], t[1:][both]
+    ok = hi > lo
+    return union_sorted(lo[ok], hi[ok]) if ok.any() else Intervals.empty()
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The time ``a`` covers and ``b`` does not."""
+    if not len(a) or not len(b):
+        return a
+    return intersect(a, complement(b, float(min(a.start[0], b.start[0])),
+                                   float(max(a.end[-1], b.end[-1]))))

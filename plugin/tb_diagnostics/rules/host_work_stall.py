@@ -15,9 +15,9 @@ Why it matters
     The device has nothing queued while that code runs, so the step is as long as the
     host's work plus the device's. CUDA graphs and ``torch.compile`` cannot help: they
     remove dispatch and launch overhead, and this code issues no device work to capture.
-    The saving replays the span with the stretches' time gone from their thread (as the
-    ``input`` card removes a DataLoader's wait): what moving the work off that thread
-    gains, the device's work staying as it is.
+    The saving is the ``host-work`` what-if card's: the span replayed with the stretches'
+    time gone from their thread (as the ``input`` card removes a DataLoader's wait), what
+    moving the work off that thread gains, the device's work staying as it is.
 
 How to fix
     Take the work off the thread that feeds the device: preprocess in ``DataLoader``
@@ -35,10 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.host_work import HOST_WORK_MIN_US, host_work
-from tb_diagnostics.rules._util import change_savings, fmt_us, warm_steps
+from tb_diagnostics.rules._util import fmt_us, replayed_saving, warm_steps
 from tb_diagnostics.rules.base import Evidence, Finding, Rule, evidence
 from tb_diagnostics.trace.categories import Kind
 
@@ -86,16 +85,17 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     step = analysis.windows[k].step
     at = f" of step {step}" if step is not None else ""
     steps = warm.steps(analysis)
-    saving = change_savings(analysis, Change(removed_host=hw.by_lane), steps)
+    # The `host-work` what-if card's number (the finding claims it: one number for both).
+    saving = replayed_saving(analysis, "host-work")
     message = (f"The device sat idle {fmt_us(per_step)} per step ({warm.share_text(per_step)}"
                f"{warm.cold_clause}) while the host ran code that launches no device work "
                f"(no op or runtime call for {fmt_us(HOST_WORK_MIN_US)} or more); the longest "
                f"stretch{at}: {fmt_us(us)}{where} on {lane}. CUDA graphs and torch.compile "
                "will not shorten it: the code issues no device work to capture.")
-    if saving is not None and saving.saves_us > 0:
+    if saving is not None and saving > 0:
         # Beside the device idle in the stretches: the replay may find less (later
         # device work or a sync that held the step anyway).
-        message += (f" Moving that work off the thread saves {fmt_us(saving.saves_us)} "
+        message += (f" Moving that work off the thread saves {fmt_us(saving)} "
                     f"per step (replayed; the device idles {fmt_us(per_step)} in it).")
     else:
         message += (" The replay finds no step shorter without that work: later device work "
@@ -105,8 +105,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         title=RULE.title, message=message, steps=steps,
         subject=m.name_of(frame) if frame >= 0 else None,
         evidence=_evidence(analysis, frame, a, b, us),
-        savings_us=None if saving is None else saving.saves_us,
-        savings_total_us=None if saving is None else saving.saves_us_total,
+        savings_us=saving,
         confirm=("profile with with_stack=True and read the stretch's Python frames: no "
                  "aten:: op or cudaLaunch* call runs under them; move the work to DataLoader "
                  "workers (or ahead of time) and re-profile: the device idle there closes"))]

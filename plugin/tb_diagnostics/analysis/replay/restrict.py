@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import Intervals, union_sorted
+from tb_diagnostics.analysis.intervals import Intervals, intersect, union_sorted
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
 
@@ -28,24 +28,6 @@ def _host_ranges(analysis: SpanAnalysis, keep: np.ndarray) -> Intervals:
     return union_sorted(start[keep], nxt[keep])
 
 
-def _clip_to(iv: Intervals, ranges: Intervals) -> Intervals:
-    """The part of ``iv`` inside ``ranges`` (both sorted and disjoint)."""
-    if not len(iv) or not len(ranges):
-        return Intervals.empty()
-    # Intersection of two unions: sweep the boundaries, keep where both cover.
-    t = np.concatenate([iv.start, iv.end, ranges.start, ranges.end])
-    d_iv = np.concatenate([np.ones(iv.start.size), -np.ones(iv.end.size),
-                           np.zeros(ranges.start.size * 2)])
-    d_r = np.concatenate([np.zeros(iv.start.size * 2), np.ones(ranges.start.size),
-                          -np.ones(ranges.end.size)])
-    order = np.lexsort((d_iv + d_r, t))  # at one time, ends before starts
-    t, a, b = t[order], np.cumsum(d_iv[order]), np.cumsum(d_r[order])
-    both = (a > 0) & (b > 0)
-    lo, hi = t[:-1][both[:-1]], t[1:][both[:-1]]
-    ok = hi > lo
-    return union_sorted(lo[ok], hi[ok]) if ok.any() else Intervals.empty()
-
-
 def within_windows(analysis: SpanAnalysis, change: Change, windows: list[int]) -> Change:
     """``change`` acting only inside ``windows`` (all of them: the change itself)."""
     n = len(analysis.windows)
@@ -54,7 +36,7 @@ def within_windows(analysis: SpanAnalysis, change: Change, windows: list[int]) -
     keep = np.zeros(n, dtype=bool)
     keep[windows] = True
     ranges = _host_ranges(analysis, keep)
-    removed = {lane: _clip_to(iv, ranges) for lane, iv in change.removed_host.items()}
+    removed = {lane: intersect(iv, ranges) for lane, iv in change.removed_host.items()}
     m = analysis.model
     no_wait = frozenset(r for r in change.no_wait
                         if _inside(ranges, float(m.start[r])))

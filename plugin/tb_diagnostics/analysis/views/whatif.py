@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.intervals import subtract
 from tb_diagnostics.analysis.replay.changes import (
     ASSUMES,
     amp_change,
@@ -203,6 +204,31 @@ def _user_syncs(analysis: SpanAnalysis) -> Change | None:
     return changes[0] if len(changes) == 1 else combine(changes)
 
 
+def _host_work(analysis: SpanAnalysis) -> Change | None:
+    """The host's own code (``views.host_work``: stretches that start no op or runtime
+    call while the device idles) gone from the threads that feed the device."""
+    from tb_diagnostics.analysis.views.host_work import host_work
+
+    if analysis.cpu_only:  # the CPU is the device: its code is the work
+        return None
+    hw = host_work(analysis)
+    # Not the time an earlier cause names (a DataLoader call's own work is `input`'s).
+    named = analysis.input_intervals | analysis.sync_intervals | analysis.comm_intervals
+    removed = {lane: subtract(iv, named) for lane, iv in hw.by_lane.items()}
+    removed = {lane: iv for lane, iv in removed.items() if len(iv)}
+    return Change(removed_host=removed) if removed else None
+
+
+#: What the ``host-work`` card assumes.
+HOST_WORK_ASSUMES = ("the host's own code that launches no device work (a stretch of 1 ms "
+                     "or more on a thread that feeds the device, with no op or runtime call "
+                     "started, while the device idles: views.host_work) runs elsewhere, in "
+                     "DataLoader workers or ahead of time, and its results are ready when "
+                     "the step needs them; what a DataLoader call, a sync or a collective "
+                     "holds is the input, syncs and collectives' own; everything else runs "
+                     "as recorded")
+
+
 @dataclass(frozen=True)
 class Card:
     id: str
@@ -224,6 +250,9 @@ CARDS: list[Card] = [
     Card("input", "Worker processes load the batches: the training thread waits only for "
          "each batch's hand-off.",
          ("dataloader-bottleneck",), (), ("gpu-idle-gap",), input_change, ASSUMES["input"]),
+    Card("host-work", "The host's own code that launches no device work (preprocessing, "
+         "decoding, logging) runs off the thread that feeds the device.",
+         ("host-work-stall",), (), (), _host_work, HOST_WORK_ASSUMES),
     Card("syncs", "The host no longer blocks in syncs (item(), synchronize(), pageable copies).",
          (), ("host-sync", "pageable-memcpy"), (), _user_syncs,
          ASSUMES["syncs"] + "; copies from pageable memory are made from pinned memory (the "
