@@ -3,7 +3,7 @@
 // table → tree + timeline; a finding's evidence → the timeline).
 
 import { getJSON, isAbort } from "./api.js";
-import { CompareView } from "./compare.js";
+import { CompareView, deviceLabel } from "./compare.js";
 import { card, fill, h, shownName } from "./dom.js";
 import { FindingsView } from "./findings.js";
 import { RanksView } from "./heatmap.js";
@@ -257,7 +257,7 @@ export class App {
     // the step route asks by step number, so positions are the indices here.
     s.steps.forEach((x, i) => { x.index = i; });
     this.summary = s;
-    const dev = s.device.kind === "cpu" ? "CPU only" : `${(s.device.kind || "").toUpperCase()}${s.device.name ? ` · ${s.device.name}` : ""}`;
+    const dev = s.device.kind === "cpu" ? "CPU only" : deviceLabel(s.device);
     this.device.title = shownName(`${s.file} · ${bytes(this.file?.size)}`);
     this.device.textContent = `${dev} · ${s.trace.events.toLocaleString()} events · ${s.steps_total ? `${s.steps.length.toLocaleString()} of ${s.steps_total.toLocaleString()} steps` : `${s.steps.length} step${s.steps.length === 1 ? "" : "s"}`}`;
     const bad = (this.runs?.errors || []).length;
