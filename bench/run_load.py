@@ -34,27 +34,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
 
-
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (the parallel load's ranges)."""
-    parent, rss = {}, {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        p = int(stat.parent.name)
-        parent[p], rss[p] = int(fields[1]), int(fields[21])  # ppid, resident pages
-    kids: dict[int, list[int]] = {}
-    for p, pp in parent.items():
-        kids.setdefault(pp, []).append(p)
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo += kids.get(p, [])
-    return total * os.sysconf("SC_PAGE_SIZE")
+from tree_rss import tree_rss  # noqa: E402
 
 
 def _child(cmd: list[str], env: dict[str, str]) -> dict:
@@ -68,7 +50,7 @@ def _child(cmd: list[str], env: dict[str, str]) -> dict:
 
     def sample() -> None:
         while not done.wait(0.05):
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], tree_rss(proc.pid))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

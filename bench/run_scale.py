@@ -57,6 +57,7 @@ sys.path.insert(0, str(HERE))
 
 from gen_steps import generate as generate_steps  # noqa: E402
 from scale_report import ok, render  # noqa: E402
+from tree_rss import tree_rss  # noqa: E402
 
 DATA = HERE / "data"
 WORKLOAD = REPO.parent / "shared" / "bench" / "workload.py"
@@ -65,27 +66,6 @@ _ORJSON = "import orjson, sys; orjson.loads(open(sys.argv[1], 'rb').read())"
 #: Report output larger than this is not parsed for its step count (the 10⁶-step span's is
 #: hundreds of MB; its step count is known).
 _PARSE_MAX = 64 * 2**20
-
-
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (the parallel load's ranges)."""
-    parent, rss = {}, {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        p = int(stat.parent.name)
-        parent[p], rss[p] = int(fields[1]), int(fields[21])  # ppid, resident pages
-    kids: dict[int, list[int]] = {}
-    for p, pp in parent.items():
-        kids.setdefault(pp, []).append(p)
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        total += rss.get(p, 0)
-        todo += kids.get(p, [])
-    return total * os.sysconf("SC_PAGE_SIZE")
 
 
 def child(argv: list[str], env: dict[str, str], timeout: float, stdout: Path | None = None,
@@ -107,7 +87,7 @@ def child(argv: list[str], env: dict[str, str], timeout: float, stdout: Path | N
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            peak = max(peak, _tree_rss(proc.pid))
+            peak = max(peak, tree_rss(proc.pid))
             if time.perf_counter() - t0 > timeout:
                 timed_out = True
                 os.killpg(proc.pid, signal.SIGKILL)  # the load's range workers too
