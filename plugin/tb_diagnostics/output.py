@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+
+from tb_diagnostics.lazy_rows import CHUNK, LazyRows
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_RUN = re.compile("[\ud800-\udfff]+")
@@ -35,7 +38,7 @@ def encode_json(payload: Any, indent: int | None = None) -> bytes:
     exact path runs only when msgspec refuses a string.
     """
     try:
-        body = msgspec.json.encode(payload)
+        body = msgspec.json.encode(payload, enc_hook=_lazy_rows_as_list)
     except UnicodeEncodeError:
         return _encode_with_surrogates(payload, indent)
     return body if indent is None else msgspec.json.format(body, indent=indent)
@@ -66,10 +69,70 @@ def json_text(payload: Any) -> str:
     return encode_json(payload, indent=2).decode() + "\n"
 
 
-def json_chunks(payload: Any) -> tuple[bytes, bytes]:
-    """:func:`json_text`'s bytes, as the body and its newline: written as they are, with
-    no text copy of the whole (a span of a million steps writes gigabytes of JSON)."""
-    return encode_json(payload, indent=2), b"\n"
+def json_chunks(payload: Any, rows_per_chunk: int = CHUNK) -> Iterator[bytes]:
+    """:func:`json_text`'s bytes, in pieces to write as they come: the document around its
+    :class:`~tb_diagnostics.lazy_rows.LazyRows` (the step lists of a span of a million
+    steps), then each such list ``rows_per_chunk`` rows at a time, encoded by msgspec and
+    indented where the list stands; never the whole list nor the whole JSON at once."""
+    lazies: list[LazyRows] = []
+    while True:
+        nonce = _nonce()
+        lazies.clear()
+        skeleton = encode_json(_with_placeholders(payload, nonce, lazies), indent=2)
+        marks = list(re.finditer(b'"' + nonce.encode() + rb'-(\d+)"', skeleton))
+        # The nonce is random; should the payload hold it by chance, draw another.
+        if len(marks) == len(lazies):
+            break
+    pos = 0
+    for m in marks:
+        yield skeleton[pos:m.start()]
+        line = skeleton.rfind(b"\n", 0, m.start()) + 1
+        pad = b" " * (len(skeleton[line:m.start()]) - len(skeleton[line:m.start()].lstrip()))
+        yield from _list_chunks(lazies[int(m.group(1))], pad, rows_per_chunk)
+        pos = m.end()
+    yield skeleton[pos:]
+    yield b"\n"
+
+
+def _with_placeholders(obj: Any, nonce: str, lazies: list[LazyRows]) -> Any:
+    """``obj`` with each LazyRows as the string ``<nonce>-<n>`` (appended to ``lazies``);
+    containers that hold none are the same objects, not copies."""
+    t = type(obj)
+    if isinstance(obj, LazyRows):
+        lazies.append(obj)
+        return f"{nonce}-{len(lazies) - 1}"
+    if t is dict:
+        out = {k: _with_placeholders(v, nonce, lazies) for k, v in obj.items()}
+        return obj if all(out[k] is v for k, v in obj.items()) else out
+    if t is list or t is tuple:
+        if all(type(v) in _SCALARS for v in obj):
+            return obj
+        items = [_with_placeholders(v, nonce, lazies) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
+    return obj
+
+
+def _list_chunks(rows: LazyRows, pad: bytes, rows_per_chunk: int) -> Iterator[bytes]:
+    """The JSON of ``rows`` indented by 2 as msgspec.json.format puts a list whose line
+    starts with ``pad``: each chunk's formatted list without its brackets, shifted."""
+    if not len(rows):
+        yield b"[]"
+        return
+    yield b"[\n"
+    newline = b"\n" + pad
+    for k, chunk in enumerate(rows.chunks(rows_per_chunk)):
+        body = encode_json(chunk, indent=2)  # b"[\n  {...},\n  {...}\n]"
+        if k:
+            yield b",\n"
+        yield pad + body[2:-2].replace(b"\n", newline) if pad else body[2:-2]
+    yield newline + b"]"
+
+
+def _lazy_rows_as_list(obj: Any) -> Any:
+    # msgspec's enc_hook: an encoder that meets a LazyRows whole encodes it as the list.
+    if isinstance(obj, LazyRows):
+        return list(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
 
 
 def displayable(text: str) -> str:
@@ -142,7 +205,7 @@ def _encode_with_surrogates(payload: Any, indent: int | None) -> bytes:
     # Let msgspec encode (and format) everything else exactly as it always does, then put
     # the exact literals back in place of the placeholders. msgspec.json.format refuses
     # a lone \udcXX escape, hence formatting before the swap back.
-    builtins = msgspec.to_builtins(payload)
+    builtins = msgspec.to_builtins(payload, enc_hook=_lazy_rows_as_list)
     while True:
         ph = _Placeholders()
         body = msgspec.json.encode(ph.walk(builtins))

@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from tb_diagnostics.analysis.cost.peaks import PEAKS_ENV, PeaksFileError, load_overrides
@@ -169,7 +170,7 @@ def analyse(args: argparse.Namespace, logdir: str | None = None,
         raise CommandError(str(exc)) from None
 
 
-def write_output(text: str | tuple[bytes, ...], path: str | None) -> None:
+def write_output(text: str | Iterable[bytes], path: str | None) -> None:
     """Write ``text`` (a string, or UTF-8 byte chunks in order) to ``path`` or stdout."""
     if path:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 
 from tb_diagnostics.commands import Command
 from tb_diagnostics.commands._common import (
@@ -14,6 +15,7 @@ from tb_diagnostics.commands._common import (
     thresholds_from,
     write_output,
 )
+from tb_diagnostics.lazy_rows import with_values
 from tb_diagnostics.output import json_chunks
 from tb_diagnostics.report.text import render_markdown, render_text
 
@@ -38,9 +40,10 @@ def _add_whole_paths(doc: dict, args: argparse.Namespace) -> None:
     files = [f for r in ld.runs if args.run is None or r.name == args.run for f in r.files]
     for span, analysis in analysed_spans(files, spans, thresholds_from(args),
                                          open_cache(args, args.logdir)):
-        for k, path in whole_paths(analysis, args.step).items():
-            if k < len(span["steps"]):
-                span["steps"][k]["critical_path"] = path
+        paths = {k: path for k, path in whole_paths(analysis, args.step).items()
+                 if k < len(span["steps"])}
+        # A layer on the lazy step rows (each read makes its dicts anew), or set in a list.
+        span["steps"] = with_values(span["steps"], "critical_path", paths)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.step is not None:
         _add_whole_paths(doc, args)
     if args.format == "json":
-        text: str | tuple[bytes, ...] = json_chunks(doc)  # bytes: no text copy of it
+        # Byte chunks, the step lists a chunk of rows at a time: no copy of the whole JSON.
+        text: str | Iterable[bytes] = json_chunks(doc)
     elif args.format == "markdown":
         text = render_markdown(doc)
     else:

@@ -6,7 +6,7 @@ and of the tab's routes (documented in the README); add keys, never rename.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow
@@ -15,6 +15,7 @@ from tb_diagnostics.analysis.path_clause import verdict_paths
 from tb_diagnostics.analysis.steps import NO_ITERATIONS
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.analysis.views.warmth import step_walls, stub_note
+from tb_diagnostics.lazy_rows import LazyRows, Recorder
 from tb_diagnostics.logdir import LogDir, Run, SpanFile
 from tb_diagnostics.report.critical_path import add_critical_path
 from tb_diagnostics.report.distributed import add_run_analysis
@@ -65,12 +66,12 @@ def step_document(w: StepWindow) -> dict[str, Any]:
     }
 
 
-def _add_comm(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+def _add_comm(steps: Sequence[Any], analysis: SpanAnalysis) -> None:
     """Per step: communication time, the part compute does not hide, the overlap ratio."""
     add_comm(steps, step_comm(analysis))  # every step at once (report.step_documents)
 
 
-def _add_cold(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+def _add_cold(steps: Sequence[Any], analysis: SpanAnalysis) -> None:
     """Per step: whether it ran cold, as the analysis decided it (``views.warmth``): the
     one field the headline, the what-if, the compare and the tab's chart read; and
     whether it is the profiler's trailing stub (``stub``: neither warm nor cold)."""
@@ -78,6 +79,13 @@ def _add_cold(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
     for s, cold, stub in zip(steps, sw.cold.tolist(), sw.stub.tolist(), strict=True):
         s["cold"] = bool(cold)
         s["stub"] = bool(stub)
+
+
+def _layer(steps: LazyRows, add: Callable[..., None], *args: Any) -> LazyRows:
+    """``steps`` with the keys ``add`` (written for a list of step dicts) sets on them."""
+    rec = Recorder(steps)
+    add(rec, *args)
+    return rec.result()
 
 
 def span_document(f: SpanFile, analysis: SpanAnalysis | None,
@@ -106,17 +114,20 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     model = analysis.model
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
     # From the window columns in one pass (a span may hold a million steps).
-    doc["steps"] = step_documents(analysis)
-    _add_comm(doc["steps"], analysis)
-    add_step_roofline(doc["steps"], analysis)
+    # A LazyRows (tb_diagnostics.lazy_rows): packed columns, each step's dict made when read; each
+    # add_* sets its keys through a Recorder, one more layer of columns.
+    steps = step_documents(analysis)
+    steps = _layer(steps, _add_comm, analysis)
+    steps = _layer(steps, add_step_roofline, analysis)
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
-    _add_cold(doc["steps"], analysis)
-    add_critical_path(doc["steps"], analysis)  # what each step's end waits on (issue 27)
-    add_host_work(doc["steps"], analysis)  # the launch cause's host work (views.host_work)
+    steps = _layer(steps, _add_cold, analysis)
+    steps = _layer(steps, add_critical_path, analysis)  # what each step's end waits on
+    steps = _layer(steps, add_host_work, analysis)  # the launch cause's host work
     findings = run_rules(analysis)
     # Why a step is flagged artefact (analysis.views.step_flags), for every reader.
-    add_flag_reasons(doc["steps"], analysis, findings)
+    steps = _layer(steps, add_flag_reasons, analysis, findings)
+    doc["steps"] = steps
     doc["findings"] = [f.to_dict() for f in findings]
     verdict = span_verdict(analysis)
     doc["verdict"] = verdict.verdict
@@ -145,7 +156,9 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
             f"of at least {analysis.thresholds.cpu_heavy_self_us:g} µs"
         )
+    doc["steps"] = Recorder(steps)
     add_launch_queue(doc, analysis)  # the launch queue per step, activity coverage
+    doc["steps"] = doc["steps"].result()
     doc["notes"].extend(doc["roofline"]["notes"])
     doc["notes"].extend(model.warnings)
     return doc

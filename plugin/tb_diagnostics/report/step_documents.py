@@ -8,6 +8,7 @@ documents are the same, to the last digit, as the per-window builder's they repl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.comm import StepComm
 from tb_diagnostics.analysis.window_columns import WindowColumns
+from tb_diagnostics.lazy_rows import LazyRows, dict_column
 from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.rounding import rounded
 
@@ -24,16 +26,17 @@ def _ratio(part: np.ndarray, wall: np.ndarray) -> np.ndarray:
     return np.divide(part, wall, out=np.zeros(wall.shape[0]), where=wall > 0)
 
 
-def step_documents(analysis: SpanAnalysis) -> list[dict[str, Any]]:
+def step_documents(analysis: SpanAnalysis) -> LazyRows:
     """Every window's step document (the keys ``report.document.step_document`` gave),
-    from the columns of ``analysis.windows``."""
+    from the columns of ``analysis.windows``: packed columns, a dict made per step only
+    when read (a span may hold a million steps)."""
     c: WindowColumns = analysis.windows.columns
     n = len(c)
     wall = c.end - c.start
     step = c.step.tolist() if c.has_steps else [None] * n
     idle_keys = [f"{k}_us" for k in c.idle]
     idle_cols = [rounded(v, 3) for v in c.idle.values()]
-    idle = [dict(zip(idle_keys, vals, strict=True)) for vals in zip(*idle_cols, strict=True)]
+    idle = dict_column(idle_keys, idle_cols, n)
     reason: list[str | None] = [None] * n
     for k in np.flatnonzero(c.verdict_by == "compilation").tolist():
         reason[k] = compile_reason(float(c.idle["compile"][k]), float(wall[k]))
@@ -49,10 +52,10 @@ def step_documents(analysis: SpanAnalysis) -> list[dict[str, Any]]:
             "device_busy", "compute_busy_us", "compute_busy", "exposed_collective_us", "idle",
             "verdict", "verdict_reason", "main_idle_cause", "self_cpu_us", "self_device_us",
             "ops", "kernels", "flags")
-    return [dict(zip(keys, row, strict=True)) for row in zip(*cols, strict=True)]
+    return LazyRows.from_columns(keys, cols, n)
 
 
-def add_comm(steps: list[dict[str, Any]], sc: StepComm) -> None:
+def add_comm(steps: Sequence[Any], sc: StepComm) -> None:
     """Per step: communication time, the part compute does not hide, the overlap ratio
     (``StepComm.overlap``, rounded to 6 digits), for every step at once."""
     n = len(steps)

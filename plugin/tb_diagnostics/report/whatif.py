@@ -31,6 +31,7 @@ from typing import Any
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
 from tb_diagnostics.analysis.views.whatif_path import path_cut
+from tb_diagnostics.lazy_rows import LazyRows
 from tb_diagnostics.report.rounding import rounded
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
@@ -81,14 +82,22 @@ def whatif_section(analysis: SpanAnalysis,
             "shown_before_us": None if shown is None else _r(p.before_us[shown]),
             "shown_after_us": None if shown is None else _r(p.after_us[shown]),
             # Every window, cold ones included, for the tab's bars of the selected step.
-            "per_step": [{"step": s, "before_us": b, "after_us": a} for s, b, a in zip(
-                steps, rounded(p.before_us[:len(steps)], 3),
-                rounded(p.after_us[:len(steps)], 3), strict=True)],
+            # Packed columns, a dict per step made when read (tb_diagnostics.lazy_rows).
+            "per_step": _per_step_rows(steps, p.before_us, p.after_us),
             # What the change takes off the warm steps' critical paths, per step.
             "path_segments": (None if p.applied is None else path_cut(
                 analysis, p.applied, warm).to_dict(p.step_savings(warm))),
         })
     return out
+
+
+def _per_step_rows(steps: list[Any], before_us: Any, after_us: Any) -> LazyRows:
+    """``[{step, before_us, after_us}]`` per window, as columns."""
+    n = len(steps)
+    before, after = rounded(before_us[:n], 3), rounded(after_us[:n], 3)
+    if len(before) != n or len(after) != n:
+        raise ValueError("a projection's figures do not cover every window")
+    return LazyRows.from_columns(("step", "before_us", "after_us"), (steps, before, after), n)
 
 
 def _per(steps: Sequence[Any]) -> str:

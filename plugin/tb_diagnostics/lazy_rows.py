@@ -1,0 +1,350 @@
+"""Per-step lists of the report document as columns, their dicts made on demand
+(issue 28 item 3: a span of a million steps held ~4 KB of dicts per step).
+
+:class:`LazyRows` is a read-only sequence of dicts: ``len``, indexing, slicing and
+iteration give the same dicts the list form held, built a chunk (:data:`CHUNK`) at a
+time from packed columns, none kept. The JSON writer (``output.write_json``) encodes it
+chunk by chunk; anything else that needs a list iterates it.
+
+Values are packed exactly: a column of Python floats as float64 (``tolist`` gives back
+the same floats, the same repr), ints as int64 where they fit, bools, strings as codes
+into a table, dicts of one key set as a dict of columns, lists as offsets into one
+flattened column; anything else stays the Python objects it was.
+
+:class:`Recorder` lets a function written for a list of step dicts (``s[key] = value``
+per step) add its keys to a LazyRows: each assignment goes to a column of the layer it
+records, packed when the function returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+#: The rows built at once while iterating (their dicts live only while the chunk does).
+CHUNK = 4096
+
+
+class _Absent:
+    """A layer's "this row has no value for the key" (distinct from None)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "ABSENT"  # one object across pickling (spawned workers send documents back)
+
+
+ABSENT = _Absent()
+
+_INT64 = 2 ** 63
+
+
+class _Packed:
+    """One column: ``take(lo, hi)`` gives its Python values for rows lo..hi-1."""
+
+    n: int
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        raise NotImplementedError
+
+
+class _Array(_Packed):
+    def __init__(self, values: np.ndarray) -> None:
+        self.values, self.n = values, values.size
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        return self.values[lo:hi].tolist()
+
+
+class _Const(_Packed):
+    def __init__(self, value: Any, n: int) -> None:
+        self.value, self.n = value, n
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        return [self.value] * (min(hi, self.n) - min(lo, self.n))
+
+
+class _Codes(_Packed):
+    """Hashable values (strings) as codes into the table of the distinct ones."""
+
+    def __init__(self, values: list[Any]) -> None:
+        table: dict[Any, int] = {}
+        codes = [table.setdefault(v, len(table)) for v in values]
+        self.table = list(table)
+        self.codes = np.asarray(codes, dtype=np.int32 if len(table) < 2 ** 31 else np.int64)
+        self.n = len(values)
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        t = self.table
+        return [t[c] for c in self.codes[lo:hi].tolist()]
+
+
+class _Objects(_Packed):
+    def __init__(self, values: list[Any]) -> None:
+        self.values, self.n = values, len(values)
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        return self.values[lo:hi]
+
+
+class _Masked(_Packed):
+    """Rows where ``mask`` holds take from ``inner`` (packed without the rest), the
+    others are ``fill`` (None, or ABSENT)."""
+
+    def __init__(self, mask: np.ndarray, inner: _Packed, fill: Any) -> None:
+        self.at = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+        self.mask, self.inner, self.fill, self.n = mask, inner, fill, mask.size
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        a, b = int(self.at[lo]), int(self.at[min(hi, self.n)])
+        it = iter(self.inner.take(a, b))
+        fill = self.fill
+        return [next(it) if m else fill for m in self.mask[lo:hi].tolist()]
+
+
+class _Dicts(_Packed):
+    def __init__(self, keys: tuple[Any, ...], cols: list[_Packed], n: int) -> None:
+        self.keys, self.cols, self.n = keys, cols, n
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        keys = self.keys
+        parts = [c.take(lo, hi) for c in self.cols]
+        if not parts:
+            return [{} for _ in range(min(hi, self.n) - min(lo, self.n))]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*parts, strict=True)]
+
+
+class _Lists(_Packed):
+    def __init__(self, offsets: np.ndarray, flat: _Packed) -> None:
+        self.offsets, self.flat, self.n = offsets, flat, offsets.size - 1
+
+    def take(self, lo: int, hi: int) -> list[Any]:
+        hi = min(hi, self.n)
+        if lo >= hi:
+            return []
+        off = self.offsets[lo:hi + 1].tolist()
+        flat = self.flat.take(off[0], off[-1])
+        base = off[0]
+        return [flat[a - base:b - base] for a, b in itertools.pairwise(off)]
+
+
+def pack(values: Sequence[Any]) -> _Packed:
+    """``values`` (a list, or a numpy array taken as its ``tolist``) as a packed column."""
+    if isinstance(values, _Packed):
+        return values
+    if isinstance(values, np.ndarray):
+        return _Array(values.copy())
+    values = list(values)
+    n = len(values)
+    types = {type(v) for v in values}
+    if not types:
+        return _Objects([])
+    if len(types) == 1:
+        t = next(iter(types))
+        if t is float:
+            return _Array(np.asarray(values, dtype=np.float64))
+        if t is bool:
+            return _Array(np.asarray(values, dtype=bool))
+        if t is int:
+            if min(values) >= -_INT64 and max(values) < _INT64:
+                return _Array(np.asarray(values, dtype=np.int64))
+            return _Objects(values)
+        if t is str:
+            return _Codes(values)
+        if t is dict:
+            return _pack_dicts(values)
+        if t is list:
+            counts = np.fromiter((len(v) for v in values), dtype=np.int64, count=n)
+            offsets = np.concatenate([[0], np.cumsum(counts)])
+            return _Lists(offsets, pack([x for v in values for x in v]))
+        if t is type(None) or t is _Absent:
+            return _Const(values[0], n)
+        return _Objects(values)
+    for fill in (ABSENT, None):
+        if type(fill) in types:
+            mask = np.fromiter((v is not fill for v in values), dtype=bool, count=n)
+            return _Masked(mask, pack([v for v in values if v is not fill]), fill)
+    return _Objects(values)
+
+
+def dict_column(keys: Sequence[str], columns: Sequence[Sequence[Any]], n: int) -> _Packed:
+    """A column of dicts ``{keys[j]: columns[j][i]}``, packed with no dict per row."""
+    return _Dicts(tuple(keys), [pack(c) for c in columns], n)
+
+
+def _pack_dicts(values: list[dict[Any, Any]]) -> _Packed:
+    keys = tuple(values[0])
+    # One key set, in one order: a dict of columns (the order is the JSON's too).
+    if all(len(v) == len(keys) and tuple(v) == keys for v in values):
+        return _Dicts(keys, [pack([v[k] for v in values]) for k in keys], len(values))
+    return _Objects(values)
+
+
+class LazyRows(Sequence[dict[str, Any]]):
+    """A sequence of dicts from layers of packed columns: the first layer's keys in its
+    order, each later layer's value set on a row (existing key in place, a new key after
+    the rest), as the functions that once mutated the dicts in that order left them."""
+
+    def __init__(self, n: int, layers: list[tuple[tuple[str, ...], list[_Packed]]]) -> None:
+        self._n = n
+        self._layers = layers
+
+    @classmethod
+    def from_columns(cls, keys: Sequence[str], columns: Sequence[Sequence[Any]],
+                     n: int | None = None) -> LazyRows:
+        """Rows ``{keys[j]: columns[j][i]}``: each column packed (never a dict per row)."""
+        cols = [pack(c) for c in columns]
+        size = n if n is not None else (cols[0].n if cols else 0)
+        return cls(size, [(tuple(keys), cols)])
+
+    def with_layer(self, keys: Sequence[str], columns: Sequence[Sequence[Any]]) -> LazyRows:
+        """These rows with ``keys`` set from ``columns`` (ABSENT: left as it is)."""
+        return LazyRows(self._n, [*self._layers, (tuple(keys), [pack(c) for c in columns])])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def rows(self, lo: int, hi: int) -> list[dict[str, Any]]:
+        """Rows lo..hi-1 as fresh dicts."""
+        lo, hi = max(lo, 0), min(hi, self._n)
+        if lo >= hi:
+            return []
+        (keys, cols), *rest = self._layers
+        out = [dict(zip(keys, row, strict=True))
+               for row in zip(*(c.take(lo, hi) for c in cols), strict=True)] \
+            if cols else [{} for _ in range(hi - lo)]
+        for keys, cols in rest:
+            for key, col in zip(keys, cols, strict=True):
+                for d, v in zip(out, col.take(lo, hi), strict=True):
+                    if v is not ABSENT:
+                        d[key] = v
+        return out
+
+    def chunks(self, size: int = CHUNK) -> Iterator[list[dict[str, Any]]]:
+        """The rows as lists of at most ``size``, in order."""
+        for lo in range(0, self._n, size):
+            yield self.rows(lo, lo + size)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(self._n)
+            if step == 1:
+                return self.rows(lo, hi)
+            return [self[k] for k in range(lo, hi, step)]
+        k = index.__index__()
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError("step index out of range")
+        return self.rows(k, k + 1)[0]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyRows, list)):
+            return len(self) == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list: unhashable as one
+
+    def __repr__(self) -> str:
+        return f"LazyRows({self._n} rows)"
+
+
+class _Row:
+    """One row as a recorded function sees it: sets go to the recorder's columns, reads
+    see the row as it stands (a list or dict read is recorded too: a mutation sticks)."""
+
+    __slots__ = ("_k", "_rec")
+
+    def __init__(self, rec: Recorder, k: int) -> None:
+        self._rec, self._k = rec, k
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._rec.set(self._k, key, value)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._rec.get(self._k, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self._rec.get(self._k, key)
+        except KeyError:
+            return default
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key, ABSENT) is not ABSENT
+
+    def update(self, other: dict[str, Any]) -> None:
+        for key, value in other.items():
+            self._rec.set(self._k, key, value)
+
+
+class Recorder(Sequence[_Row]):
+    """The rows of ``base`` for a function that sets keys on step dicts; :meth:`result`
+    is ``base`` with what it set as one more layer."""
+
+    def __init__(self, base: LazyRows) -> None:
+        self._base = base
+        self._cols: dict[str, list[Any]] = {}
+        self._chunk_at = -1
+        self._chunk: list[dict[str, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [_Row(self, k) for k in range(*index.indices(len(self)))]
+        k = index.__index__()
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError("step index out of range")
+        return _Row(self, k)
+
+    def __iter__(self) -> Iterator[_Row]:
+        return (_Row(self, k) for k in range(len(self)))
+
+    def set(self, k: int, key: str, value: Any) -> None:
+        col = self._cols.get(key)
+        if col is None:
+            col = self._cols[key] = [ABSENT] * len(self)
+        col[k] = value
+
+    def get(self, k: int, key: str) -> Any:
+        col = self._cols.get(key)
+        if col is not None and col[k] is not ABSENT:
+            return col[k]
+        lo = k - k % CHUNK
+        if lo != self._chunk_at:
+            self._chunk_at, self._chunk = lo, self._base.rows(lo, lo + CHUNK)
+        value = self._chunk[k - lo][key]
+        if isinstance(value, (list, dict)):
+            self.set(k, key, value)  # the caller may change it in place
+        return value
+
+    def result(self) -> LazyRows:
+        if not self._cols:
+            return self._base
+        return self._base.with_layer(list(self._cols), list(self._cols.values()))
+
+
+def with_values(rows: Sequence[dict[str, Any]], key: str,
+                values: dict[int, Any]) -> Sequence[dict[str, Any]]:
+    """``rows`` with ``key`` set to ``values[k]`` on row k: a LazyRows gains a layer (its
+    dicts are made anew on each read: setting one would be lost), a list is set in place."""
+    if isinstance(rows, LazyRows):
+        col: list[Any] = [ABSENT] * len(rows)
+        for k, v in values.items():
+            col[k] = v
+        return rows.with_layer((key,), (col,))
+    for k, v in values.items():
+        rows[k][key] = v
+    return rows
