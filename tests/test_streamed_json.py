@@ -65,7 +65,11 @@ def test_lazy_rows_read_as_the_list_they_replace():
             assert rows[1:4] == listed[1:4]
             assert rows[::2] == listed[::2]
             assert sum(len(c) for c in rows.chunks(7)) == n
-            assert rows[n - 1] is not rows[n - 1]  # made on demand, none kept
+        fresh = LazyRows.from_columns(keys, cols, n)
+        assert sum(len(c) for c in fresh.chunks(7)) == n
+        assert not fresh.materialised  # the writer's chunks are made anew, none kept
+        if n:
+            assert rows[n - 1] is rows[n - 1]  # a reader's rows are kept: as a list's
 
 
 def _add_like_the_document(steps) -> None:
@@ -90,10 +94,13 @@ def test_a_recorded_layer_sets_what_the_list_form_sets():
     rows = rec.result()
     assert rows == listed
     assert [list(r) for r in rows] == [list(d) for d in listed]
-    whole = with_values(rows, "flag_why", {3: {"whole": True}})
+    lazy = rec.result()
     listed[3]["flag_why"] = {"whole": True}
-    assert whole == listed
-    assert rows[3].get("flag_why") is None  # a layer on a new sequence, not the old one
+    assert with_values(rows, "flag_why", {3: {"whole": True}}) is rows  # set in its dicts
+    assert rows == listed
+    whole = with_values(lazy, "flag_why", {3: {"whole": True}})  # not read yet: a layer
+    assert not lazy.materialised and whole == listed
+    assert lazy[3].get("flag_why") is None  # the layer is on a new sequence
 
 
 def test_an_absent_value_is_no_key():
@@ -114,12 +121,14 @@ def test_streamed_bytes_equal_msgspec_s_encoding_of_the_materialised_document():
     span = doc["runs"][0]["workers"][0]["spans"][0]
     assert isinstance(span["steps"], LazyRows) and len(span["steps"]) == 60
     assert any(isinstance(c["per_step"], LazyRows) for c in span["whatif"])
+    streamed = {k: b"".join(json_chunks(doc, k)) for k in (1, 7, 4096)}
+    assert not span["steps"].materialised
     plain = msgspec.convert(msgspec.to_builtins(
         doc, enc_hook=lambda o: list(o) if isinstance(o, LazyRows) else o), dict)
     assert type(plain["runs"][0]["workers"][0]["spans"][0]["steps"]) is list
     expected = encode_json(plain, indent=2) + b"\n"
-    for per_chunk in (1, 7, 4096):
-        assert b"".join(json_chunks(doc, per_chunk)) == expected
+    assert all(v == expected for v in streamed.values())
+    assert b"".join(json_chunks(doc, 5)) == expected  # and from the dicts, once made
     del doc["name"]
     del plain["name"]
     # Without the odd name: msgspec's own encoding, formatted.

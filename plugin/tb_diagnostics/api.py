@@ -255,4 +255,7 @@ def analyze(path: str | os.PathLike[str], run: str | None = None, *,
             pool = stack.enter_context(open_executor(executor))
         doc = build_document(logdir, run=run, thresholds=th, cache=tc, workers=workers,
                              executor=pool)
+    from tb_diagnostics.lazy_rows import plain  # numpy: not at import (test_import_is_cheap)
+
+    plain(doc)  # the step lists as lists (lazy_rows): a notebook's json.dumps, pandas
     return Report(document=doc, logdir=logdir, thresholds=th, cache=tc)

@@ -2,9 +2,10 @@
 (issue 28 item 3: a span of a million steps held ~4 KB of dicts per step).
 
 :class:`LazyRows` is a read-only sequence of dicts: ``len``, indexing, slicing and
-iteration give the same dicts the list form held, built a chunk (:data:`CHUNK`) at a
-time from packed columns, none kept. The JSON writer (``output.write_json``) encodes it
-chunk by chunk; anything else that needs a list iterates it.
+iteration give the same dicts the list form held. The JSON writer
+(``output.json_chunks``) reads it a chunk (:data:`CHUNK`) at a time from packed
+columns, none kept; a reader that indexes or iterates it gets the dicts made once and
+then kept (so changes and identities hold, as in a list).
 
 Values are packed exactly: a column of Python floats as float64 (``tolist`` gives back
 the same floats, the same repr), ints as int64 where they fit, bools, strings as codes
@@ -191,6 +192,21 @@ class LazyRows(Sequence[dict[str, Any]]):
     def __init__(self, n: int, layers: list[tuple[tuple[str, ...], list[_Packed]]]) -> None:
         self._n = n
         self._layers = layers
+        # The dicts, once a reader indexes or iterates: from then on the rows are those
+        # dicts (a reader may change one, or tell them apart by identity, as in a list).
+        # The JSON writer reads rows() and chunks(), which make them a chunk at a time.
+        self._list: list[dict[str, Any]] | None = None
+
+    @property
+    def materialised(self) -> bool:
+        """Whether the rows are held as dicts (a reader indexed or iterated them)."""
+        return self._list is not None
+
+    def as_list(self) -> list[dict[str, Any]]:
+        """The rows as a list of dicts, made once and kept."""
+        if self._list is None:
+            self._list = [d for chunk in self.chunks() for d in chunk]
+        return self._list
 
     @classmethod
     def from_columns(cls, keys: Sequence[str], columns: Sequence[Sequence[Any]],
@@ -212,6 +228,8 @@ class LazyRows(Sequence[dict[str, Any]]):
         lo, hi = max(lo, 0), min(hi, self._n)
         if lo >= hi:
             return []
+        if self._list is not None:
+            return self._list[lo:hi]
         (keys, cols), *rest = self._layers
         out = [dict(zip(keys, row, strict=True))
                for row in zip(*(c.take(lo, hi) for c in cols), strict=True)] \
@@ -224,26 +242,19 @@ class LazyRows(Sequence[dict[str, Any]]):
         return out
 
     def chunks(self, size: int = CHUNK) -> Iterator[list[dict[str, Any]]]:
-        """The rows as lists of at most ``size``, in order."""
+        """The rows as lists of at most ``size``, in order (made anew unless held)."""
         for lo in range(0, self._n, size):
             yield self.rows(lo, lo + size)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for chunk in self.chunks():
-            yield from chunk
+        return iter(self.as_list())
 
     def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            lo, hi, step = index.indices(self._n)
-            if step == 1:
-                return self.rows(lo, hi)
-            return [self[k] for k in range(lo, hi, step)]
-        k = index.__index__()
-        if k < 0:
-            k += self._n
-        if not 0 <= k < self._n:
-            raise IndexError("step index out of range")
-        return self.rows(k, k + 1)[0]
+        return self.as_list()[index]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Across processes as the columns and, if a reader made them, the dicts.
+        return (_restored, (self._n, self._layers, self._list))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (LazyRows, list)):
@@ -255,6 +266,25 @@ class LazyRows(Sequence[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"LazyRows({self._n} rows)"
+
+
+def _restored(n: int, layers: list[tuple[tuple[str, ...], list[_Packed]]],
+              held: list[dict[str, Any]] | None) -> LazyRows:
+    rows = LazyRows(n, layers)
+    rows._list = held
+    return rows
+
+
+def plain(obj: Any) -> Any:
+    """``obj`` (a document) with each LazyRows in its dicts and lists replaced by its
+    list, in place: for readers that take only builtins (``json.dumps``, pandas)."""
+    items = obj.items() if type(obj) is dict else enumerate(obj) if type(obj) is list else ()
+    for k, v in list(items):
+        if isinstance(v, LazyRows):
+            obj[k] = v.as_list()
+        elif type(v) in (dict, list):
+            plain(v)
+    return obj
 
 
 class _Row:
@@ -333,6 +363,12 @@ class Recorder(Sequence[_Row]):
     def result(self) -> LazyRows:
         if not self._cols:
             return self._base
+        if self._base.materialised:  # its dicts are the rows: set on them
+            for key, col in self._cols.items():
+                for d, v in zip(self._base.as_list(), col, strict=True):
+                    if v is not ABSENT:
+                        d[key] = v
+            return self._base
         return self._base.with_layer(list(self._cols), list(self._cols.values()))
 
 
@@ -340,7 +376,7 @@ def with_values(rows: Sequence[dict[str, Any]], key: str,
                 values: dict[int, Any]) -> Sequence[dict[str, Any]]:
     """``rows`` with ``key`` set to ``values[k]`` on row k: a LazyRows gains a layer (its
     dicts are made anew on each read: setting one would be lost), a list is set in place."""
-    if isinstance(rows, LazyRows):
+    if isinstance(rows, LazyRows) and not rows.materialised:
         col: list[Any] = [ABSENT] * len(rows)
         for k, v in values.items():
             col[k] = v
