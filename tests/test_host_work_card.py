@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from rules.conftest import TraceBuilder
 
-from tb_diagnostics.analysis.intervals import Intervals, intersect, subtract
+from tb_diagnostics.analysis.intervals import Intervals, holds, intersect, subtract
 from tb_diagnostics.analysis.views.whatif import CARDS, projection
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -26,6 +26,7 @@ def test_intersect_and_subtract():
     assert list(zip(got.start, got.end, strict=True)) == [(0, 5), (25, 30)]
     assert len(intersect(a, iv((10, 20)))) == 0  # half-open: touching is not covering
     assert subtract(a, Intervals.empty()) is a
+    assert holds(a, np.array([0.0, 10.0, 15.0, 29.9])).tolist() == [True, False, False, True]
 
 
 def _steps(b: TraceBuilder, python: str) -> None:

@@ -116,6 +116,22 @@ class _Nodes:
         return out
 
 
+def roll_up(parent: np.ndarray, kind: np.ndarray, levels: list[np.ndarray],
+            is_device: np.ndarray, count: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """The nodes' device time, each node's rolled up into its ancestors (children in
+    order); and, in place, each thread node counted once and as long as its calls."""
+    dev = np.where(is_device, total, 0.0)
+    for lv in reversed(levels[1:]):
+        np.add.at(dev, parent[lv], dev[lv])
+    threads = np.flatnonzero(kind == THREAD)
+    if threads.size:
+        count[threads] = 1
+        kids = levels[2] if len(levels) > 2 else np.zeros(0, dtype=np.int64)
+        kids = kids[kind[parent[kids]] == THREAD]
+        np.add.at(total, parent[kids], total[kids])
+    return dev
+
+
 def flat_tree(analysis: SpanAnalysis, index: int) -> FlatTree:
     """Window ``index``'s call tree as :class:`FlatTree` (the tree of ``call_tree``)."""
     m = analysis.model
@@ -227,18 +243,7 @@ def _finish(analysis: SpanAnalysis, nodes: _Nodes, labels: dict[int, str],
                     depth=nodes.depth[:size][creation], count=count, total_us=total,
                     device_us=np.zeros(size), first_row=first, rows=rows,
                     row_node=row_node)
-    is_dev = tree.is_device
-    dev = np.where(is_dev, total, 0.0)
-    levels = tree.levels()
-    for lv in reversed(levels[1:]):  # device time rolled up, children in order
-        np.add.at(dev, parent[lv], dev[lv])
-    tree.device_us = dev
-    threads = np.flatnonzero(kind == THREAD)
-    if threads.size:  # a thread's node: one, as long as its calls
-        count[threads] = 1
-        kids = levels[2] if len(levels) > 2 else np.zeros(0, dtype=np.int64)
-        kids = kids[np.isin(parent[kids], threads)]
-        np.add.at(total, parent[kids], total[kids])
+    tree.device_us = roll_up(parent, kind, tree.levels(), tree.is_device, count, total)
     order = np.argsort(rows, kind="stable")
     tree.rows, tree.row_node = rows[order], row_node[order]
     return tree

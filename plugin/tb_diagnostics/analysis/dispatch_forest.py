@@ -30,6 +30,7 @@ from tb_diagnostics.analysis.dispatch_flat import (
     _host_starts,
     _Nodes,
     _root_name,
+    roll_up,
 )
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import count_above
@@ -278,17 +279,7 @@ def _finish(analysis: SpanAnalysis, windows: list, nodes: _Nodes, node_win: np.n
                         labels=labels, depth=depth, count=count, total_us=total,
                         device_us=np.zeros(size), first_row=first, row_key=rows,
                         row_node=row_node, stride=stride, first_window=first_window)
-    dev = np.where(forest.is_device, total, 0.0)
-    levels = forest.levels()
-    for lv in reversed(levels[1:]):  # device time rolled up, children in order
-        np.add.at(dev, parent[lv], dev[lv])
-    forest.device_us = dev
-    threads = np.flatnonzero(kind == THREAD)
-    if threads.size:  # a thread's node: one, as long as its calls
-        count[threads] = 1
-        kids = levels[2] if len(levels) > 2 else np.zeros(0, dtype=np.int64)
-        kids = kids[kind[parent[kids]] == THREAD]
-        np.add.at(total, parent[kids], total[kids])
+    forest.device_us = roll_up(parent, kind, forest.levels(), forest.is_device, count, total)
     row_key = rwin * stride + rows
     order = np.argsort(row_key, kind="stable")
     forest.row_key, forest.row_node = row_key[order], row_node[order]

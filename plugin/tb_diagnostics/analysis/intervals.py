@@ -152,3 +152,12 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
         return a
     return intersect(a, complement(b, float(min(a.start[0], b.start[0])),
                                    float(max(a.end[-1], b.end[-1]))))
+
+
+def holds(iv: Intervals, t: np.ndarray) -> np.ndarray:
+    """Per time ``t``: whether one of ``iv``'s intervals holds it."""
+    t = np.asarray(t, dtype=np.float64)
+    if not len(iv):
+        return np.zeros(t.shape, dtype=bool)
+    k = np.searchsorted(iv.start, t, side="right") - 1
+    return (k >= 0) & (t < iv.end[np.maximum(k, 0)])

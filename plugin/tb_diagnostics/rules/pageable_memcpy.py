@@ -65,8 +65,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         return []
     m = analysis.model
     acts = m.device_activity_rows
-    ids = [i for i, s in enumerate(m.strings) if PAGEABLE_HTOD.match(s)]
-    sel = np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
+    sel = np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_HTOD))
     win = (analysis.activity_step if len(analysis.host_steps)
            else np.zeros(acts.size, dtype=np.int64))
     warm = warm_steps(analysis)

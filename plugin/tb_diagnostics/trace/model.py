@@ -152,10 +152,15 @@ class TraceModel:
         ids = [self.name_index[n] for n in names if n in self.name_index]
         return row_indices(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
 
+    def name_ids_matching(self, pattern: Any) -> np.ndarray:
+        """Ids of the names a compiled regular expression finds (``search``; anchor it
+        with ``^`` for a prefix), for ``np.isin(model.name[rows], ids)``."""
+        return np.asarray([i for i, s in enumerate(self.strings) if pattern.search(s)],
+                          dtype=np.int32)
+
     def rows_matching(self, pattern: Any) -> np.ndarray:
         """Rows whose name matches a compiled regular expression (``search``)."""
-        ids = [i for i, s in enumerate(self.strings) if pattern.search(s)]
-        return row_indices(np.isin(self.name, np.asarray(ids, dtype=np.int32)))
+        return row_indices(np.isin(self.name, self.name_ids_matching(pattern)))
 
     def name_groups(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``np.unique(self.name[rows], return_inverse=True)``, in linear time and int32:

@@ -82,18 +82,13 @@ class CaptureRegions:
         return self.activity_region >= 0
 
 
-def _name_ids(analysis: SpanAnalysis, pattern) -> np.ndarray:
-    return np.asarray([i for i, s in enumerate(analysis.model.strings) if pattern.match(s)],
-                      dtype=np.int64)
-
-
 def _breakers(analysis: SpanAnalysis, launcher: np.ndarray) -> np.ndarray:
     """Host rows no graph can hold: syncs (``.item()`` included), DataLoader waits, the
     launches of pageable host-to-device copies, and graph launches."""
     m = analysis.model
     acts = m.device_activity_rows
-    graph_calls = launcher[np.isin(m.name[launcher], _name_ids(analysis, GRAPH_LAUNCH))]
-    pageable = acts[np.isin(m.name[acts], _name_ids(analysis, PAGEABLE_HTOD))]
+    graph_calls = launcher[np.isin(m.name[launcher], m.name_ids_matching(GRAPH_LAUNCH))]
+    pageable = acts[np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_HTOD))]
     pageable_calls = m.launcher[pageable]
     pageable_calls = pageable_calls[pageable_calls >= 0]
     rows = np.concatenate([analysis.sync_rows, analysis.input_rows, graph_calls,

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_diagnostics.analysis.replay.unseen import pageable_copies, waited_unseen
+from tb_diagnostics.analysis.replay.unseen import waited_unseen
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
-from tb_diagnostics.trace.categories import GRAPH_LAUNCH, Kind
+from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD, Kind
 from tb_diagnostics.trace.model import NO_ID
 
 #: Timepoint kinds on a host thread, in their order at equal times.
@@ -328,9 +328,10 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     # No earliest start: a collective moves with the work before it (every rank gets the
     # fix), keeping its recorded duration (a_fixed).
     a_floor = np.full(n_a, -np.inf)
+    pageable = np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_HTOD))
     unseen = waited_unseen(a_start - launch_t, a_prev, a_cross, a_dev, a_lane, m.name[acts],
-                            m.nbytes[acts], m.kind[acts] == Kind.MEMCPY,
-                            pageable_copies(m, acts), a_dur, latency)
+                           m.nbytes[acts], m.kind[acts] == Kind.MEMCPY, pageable, a_dur,
+                           latency)
     a_floor[unseen] = a_start[unseen]
 
     # What released each sync: the last activity to end inside the call (it waited for it).

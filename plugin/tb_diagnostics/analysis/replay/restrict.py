@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import Intervals, intersect, union_sorted
+from tb_diagnostics.analysis.intervals import Intervals, holds, intersect, union_sorted
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
 
@@ -38,8 +38,8 @@ def within_windows(analysis: SpanAnalysis, change: Change, windows: list[int]) -
     ranges = _host_ranges(analysis, keep)
     removed = {lane: intersect(iv, ranges) for lane, iv in change.removed_host.items()}
     m = analysis.model
-    no_wait = frozenset(r for r in change.no_wait
-                        if _inside(ranges, float(m.start[r])))
+    rows = np.fromiter(change.no_wait, dtype=np.int64, count=len(change.no_wait))
+    no_wait = frozenset(rows[holds(ranges, m.start[rows])].tolist())
     step = analysis.activity_step
     kept_act = (step >= 0) & keep[np.maximum(step, 0)]
     scale = change.device_scale
@@ -49,11 +49,6 @@ def within_windows(analysis: SpanAnalysis, change: Change, windows: list[int]) -
     if gap is not None:
         gap = np.where(kept_act, gap, np.nan)
     return Change(removed_host=removed, no_wait=no_wait, device_scale=scale, stream_gap=gap)
-
-
-def _inside(ranges: Intervals, t: float) -> bool:
-    k = int(np.searchsorted(ranges.start, t, side="right")) - 1
-    return k >= 0 and t < float(ranges.end[k])
 
 
 __all__ = ["within_windows"]

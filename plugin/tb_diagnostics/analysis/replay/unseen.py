@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_diagnostics.trace.categories import PAGEABLE_HTOD
-from tb_diagnostics.trace.model import TraceModel
-
 #: A stream's first copy in the window that started more than this many times later
 #: after its launch than the same copy's other launches on the stream (or the device's
 #: launch latency) waited for work the recording does not hold.
@@ -47,11 +44,4 @@ def waited_unseen(delay: np.ndarray, a_prev: np.ndarray, a_cross: np.ndarray,
     return out
 
 
-def pageable_copies(m: TraceModel, acts: np.ndarray) -> np.ndarray:
-    """Per activity: a host→device copy from pageable memory (by its name)."""
-    ids = np.asarray([i for i, s in enumerate(m.strings) if PAGEABLE_HTOD.match(s)],
-                     dtype=np.int64)
-    return np.isin(m.name[acts], ids)
-
-
-__all__ = ["UNSEEN_WAIT_FACTOR", "pageable_copies", "waited_unseen"]
+__all__ = ["UNSEEN_WAIT_FACTOR", "waited_unseen"]

@@ -185,8 +185,7 @@ def pageable_htod_calls(analysis: SpanAnalysis) -> np.ndarray:
     while the driver stages the data: ``pageable-memcpy``)."""
     m = analysis.model
     acts = m.device_activity_rows
-    ids = [i for i, s in enumerate(m.strings) if PAGEABLE_HTOD.match(s)]
-    copies = acts[np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))]
+    copies = acts[np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_HTOD))]
     launchers = m.launcher[copies]
     return np.unique(launchers[launchers >= 0])
 
