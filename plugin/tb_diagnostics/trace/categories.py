@@ -139,3 +139,10 @@ def keeps_concrete_inputs(name: str) -> bool:
 #: A CUDA/HIP graph replay: one call launches every kernel of the graph (they share its
 #: correlation id), so those kernels have no launch call of their own.
 GRAPH_LAUNCH = re.compile(r"^(cuda|hip)GraphLaunch")
+
+
+def is_amd_device(props: dict) -> bool:
+    """Whether a ``deviceProperties`` entry is an AMD GPU: ROCm's carry ``gcnArchName``,
+    and AMD names its parts AMD, Radeon or Instinct."""
+    name = str(props.get("name", ""))
+    return "gcnArchName" in props or any(w in name for w in ("AMD", "Radeon", "Instinct"))

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 from tb_diagnostics.errors import TraceLoadError
 from tb_diagnostics.storage import is_local, local_path, open_binary
+from tb_diagnostics.trace.categories import is_amd_device
 from tb_diagnostics.trace.compressed import CorruptStream, UnreadableFormat
 from tb_diagnostics.trace.load import load_trace_bytes
 from tb_diagnostics.trace.source import LocalTrace, NotRegularFile, ReadStalled
@@ -73,11 +74,7 @@ def properties_kind(props: list[dict[str, Any]]) -> str | None:
     empty one."""
     if not props:
         return "cpu"
-    for p in props:
-        name = str(p.get("name", ""))
-        if "gcnArchName" in p or any(w in name for w in ("AMD", "Radeon", "Instinct")):
-            return "rocm"
-    return "cuda"
+    return "rocm" if any(is_amd_device(p) for p in props) else "cuda"
 
 
 def from_properties(props: Any) -> HeaderDevice:

@@ -25,6 +25,7 @@ from tb_diagnostics.trace.categories import (
     HOST_KINDS,
     LAUNCHER_KINDS,
     Kind,
+    is_amd_device,
 )
 
 NO_ID = -1
@@ -209,10 +210,8 @@ class TraceModel:
         """``cuda``, ``rocm`` or ``cpu`` (no device activity: the CPU is the device)."""
         if not self.has_device_activity:
             return "cpu"
-        for props in self.meta.device_properties:
-            name = str(props.get("name", ""))
-            if "gcnArchName" in props or any(w in name for w in ("AMD", "Radeon", "Instinct")):
-                return "rocm"
+        if any(is_amd_device(props) for props in self.meta.device_properties):
+            return "rocm"
         launchers = self.launcher_rows
         if launchers.size and any(
             self.strings[i].startswith("hip") for i in np.unique(self.name[launchers])
