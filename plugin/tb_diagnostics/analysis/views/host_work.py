@@ -28,7 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import Intervals, covered, union, union_of_rows
+from tb_diagnostics.analysis.intervals import (
+    Intervals,
+    covered,
+    intersect,
+    subtract,
+    union,
+    union_of_rows,
+)
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import Kind
 
@@ -53,6 +60,10 @@ class HostWork:
 
     #: When a feeding thread runs its own code (no device-idle condition; per lane).
     by_lane: dict[int, Intervals]
+    #: ``by_lane`` without the time an earlier idle cause names (the DataLoader's, a
+    #: sync's, a collective's, compiling, the profiler's): what moving the host's own
+    #: code off its thread removes (the ``host-work`` what-if card).
+    movable_by_lane: dict[int, Intervals]
     #: The union of ``by_lane`` without what any earlier idle cause takes: the time the
     #: verdict's launch cause holds that is the host's own work.
     idle_intervals: Intervals
@@ -68,23 +79,6 @@ class HostWork:
     longest_frame: np.ndarray
 
 
-def _sweep(a: Intervals, b: Intervals, keep_b: bool) -> Intervals:
-    """``a ∩ b`` (``keep_b``) or ``a − b``: both sorted and disjoint, one pass over their
-    boundaries (half-open: an end sorts before a start at the same time)."""
-    if not len(a) or (keep_b and not len(b)):
-        return Intervals.empty() if keep_b else a
-    if not len(b):
-        return a
-    t = np.concatenate([a.start, a.end, b.start, b.end])
-    da = np.concatenate([np.ones(len(a)), -np.ones(len(a)), np.zeros(2 * len(b))])
-    db = np.concatenate([np.zeros(2 * len(a)), np.ones(len(b)), -np.ones(len(b))])
-    order = np.lexsort((da + db, t))  # at one time, ends (-1) before starts (+1)
-    t, in_a, in_b = t[order], np.cumsum(da[order]) > 0, np.cumsum(db[order]) > 0
-    on = in_a & (in_b if keep_b else ~in_b)
-    seg = np.flatnonzero(on[:-1] & (t[1:] > t[:-1]))
-    return union(t[seg], t[seg + 1])
-
-
 def _feeding_lanes(analysis: SpanAnalysis, dispatch: np.ndarray) -> np.ndarray:
     """Lanes whose host work the device waits for: the threads that launch device work;
     on a CPU-only trace (the CPU is the device) the threads that call ops. A thread that
@@ -97,9 +91,11 @@ def _feeding_lanes(analysis: SpanAnalysis, dispatch: np.ndarray) -> np.ndarray:
     return np.unique(m.lane[launcher]) if launcher.size else np.unique(m.lane[dispatch])
 
 
-def _prior(analysis: SpanAnalysis) -> Intervals:
-    """Everything an earlier idle layer than ``launch`` takes (``step_windows``' order)."""
-    parts = [analysis.busy_intervals, analysis.profiler_intervals,
+def _named(analysis: SpanAnalysis) -> Intervals:
+    """The host time an earlier idle layer than ``launch`` names (``step_windows``'
+    order, the device's busy time aside): the profiler's, compiling, module loads, the
+    DataLoader, syncs, collectives."""
+    parts = [analysis.profiler_intervals,
              analysis.compile_intervals, analysis.module_load_intervals,
              analysis.input_intervals, analysis.sync_intervals, analysis.comm_intervals]
     parts = [p for p in parts if len(p)]
@@ -134,23 +130,25 @@ def host_work(analysis: SpanAnalysis) -> HostWork:
     by_lane: dict[int, Intervals] = {}
     for lane in np.unique(m.lane[program]).tolist():
         # The lane's recorded program inside the stretches: Python frames, labels.
-        own = _sweep(union_of_rows(m.start, m.end, program[m.lane[program] == lane]),
-                     stretches, keep_b=True)
+        own = intersect(union_of_rows(m.start, m.end, program[m.lane[program] == lane]),
+                        stretches)
         if len(own):
             by_lane[int(lane)] = own
     if not by_lane:
         return _empty(lo.shape[0])
     work = union(np.concatenate([iv.start for iv in by_lane.values()]),
                  np.concatenate([iv.end for iv in by_lane.values()]))
-    idle_iv = _sweep(work, _prior(analysis), keep_b=False)
+    named = _named(analysis)
+    idle_iv = subtract(subtract(work, analysis.busy_intervals), named)
     longest = _longest(analysis, idle_iv, by_lane, stretches.start, stretches.end, lo, hi)
-    return HostWork(by_lane=by_lane, idle_intervals=idle_iv,
+    movable = {lane: own for lane, iv in by_lane.items() if len(own := subtract(iv, named))}
+    return HostWork(by_lane=by_lane, movable_by_lane=movable, idle_intervals=idle_iv,
                     idle_us=covered(idle_iv, lo, hi), **longest)
 
 
 def _empty(n: int) -> HostWork:
     z, none = np.zeros(n), np.full(n, -1, dtype=np.int64)
-    return HostWork(by_lane={}, idle_intervals=Intervals.empty(), idle_us=z,
+    return HostWork(by_lane={}, movable_by_lane={}, idle_intervals=Intervals.empty(), idle_us=z,
                     longest_us=z, longest_start=z, longest_end=z, longest_lane=none,
                     longest_frame=none)
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import subtract
 from tb_diagnostics.analysis.replay.changes import (
     ASSUMES,
     amp_change,
@@ -210,12 +209,9 @@ def _host_work(analysis: SpanAnalysis) -> Change | None:
 
     if analysis.cpu_only:  # the CPU is the device: its code is the work
         return None
-    hw = host_work(analysis)
     # Not the time an earlier cause names (a DataLoader call's own work is `input`'s).
-    named = analysis.input_intervals | analysis.sync_intervals | analysis.comm_intervals
-    removed = {lane: subtract(iv, named) for lane, iv in hw.by_lane.items()}
-    removed = {lane: iv for lane, iv in removed.items() if len(iv)}
-    return Change(removed_host=removed) if removed else None
+    movable = host_work(analysis).movable_by_lane
+    return Change(removed_host=movable) if movable else None
 
 
 #: What the ``host-work`` card assumes.
