@@ -85,6 +85,30 @@ def verdict_by_time(steps: Iterable[tuple]) -> tuple[VerdictTime, ...]:
     return tuple(sorted(out, key=lambda x: -x.judged_us))  # stable: ties keep that order
 
 
+def verdict_split(steps: np.ndarray | None, verdict: np.ndarray, wall: np.ndarray,
+                  judged: np.ndarray) -> tuple[VerdictTime, ...]:
+    """:func:`verdict_by_time` over columns, in step order (``steps`` None: every step
+    None), grouped with a mask per verdict rather than a tuple per step (a span may hold
+    a million steps). The same figures to the bit: each total is a sequential sum, as
+    Python 3.11's ``sum`` adds (a cumulative sum, not numpy's pairwise ``sum``)."""
+    seen: dict[str, None] = dict.fromkeys(verdict.tolist())  # first-seen order
+    out = []
+    for v in seen:
+        at = np.flatnonzero(verdict == v)
+        out.append(VerdictTime(
+            v, tuple(steps[at].tolist()) if steps is not None else (None,) * at.size,
+            _sequential_sum(wall[at]), _sequential_sum(judged[at])))
+    return tuple(sorted(out, key=lambda x: -x.judged_us))  # stable: ties keep that order
+
+
+def _sequential_sum(values: np.ndarray) -> float:
+    """``float(sum(values.tolist()))`` without the list: ``sum`` starts at the int 0, so a
+    -0.0 total reads 0.0 there (the ``+ 0.0``)."""
+    if not values.size:
+        return 0.0
+    return float(np.cumsum(values, dtype=np.float64)[-1]) + 0.0
+
+
 @computed
 def span_verdict(analysis: SpanAnalysis) -> SpanVerdict:
     """The verdict of the span's warm time judged (every window's when none is warm)."""
@@ -100,8 +124,7 @@ def span_verdict(analysis: SpanAnalysis) -> SpanVerdict:
     judged = wall - left
     judged = np.where(judged < 0.0, 0.0, judged)  # max(judged, 0.0), NaN kept
     keep = np.flatnonzero(warm)
-    split = verdict_by_time(zip(c.step[keep].tolist() if c.has_steps else [None] * keep.size,
-                                c.verdict[keep].tolist(), wall[keep].tolist(),
-                                judged[keep].tolist(), strict=True))
+    split = verdict_split(c.step[keep] if c.has_steps else None, c.verdict[keep],
+                          wall[keep], judged[keep])
     return SpanVerdict(split[0].verdict, split, float(sum(x.wall_us for x in split)),
                        float(sum(x.judged_us for x in split)))

@@ -163,14 +163,15 @@ class PathClause:
 def path_clause(analysis: SpanAnalysis, windows: Sequence[int]) -> PathClause:
     """The paths of ``windows`` (window indices) together."""
     cp = critical_paths(analysis)
-    ws = tuple(int(k) for k in windows)
-    by = cp.by_kind[list(ws)].sum(axis=0) if ws else np.zeros(len(KIND_NAMES))
+    at = np.asarray(windows, dtype=np.int64).reshape(-1)
+    ws = tuple(at.tolist())
+    by = cp.by_kind[at].sum(axis=0) if ws else np.zeros(len(KIND_NAMES))
     by_kind = {k: float(v) for k, v in zip(KIND_NAMES, by.tolist(), strict=True)}
     total = float(by.sum())
     if total <= 0:
         return PathClause(ws, total, by_kind, None, None)
     main = int(np.argmax(by))  # the first of equal maxima: KIND_NAMES order breaks ties
-    idx = segment_indices(analysis, ws)
+    idx = segment_indices(analysis, at)
     idx = idx[cp.kind[idx] == main]
     top = charge(analysis, idx, cp.dur[idx], limit=1)
     return PathClause(ws, total, by_kind, KIND_NAMES[main], top[0] if top else None)
@@ -182,10 +183,10 @@ def verdict_paths(analysis: SpanAnalysis) -> list[PathClause]:
     from tb_diagnostics.analysis.headline import span_verdict
     from tb_diagnostics.analysis.views.warmth import step_walls
 
-    windows = analysis.windows
     split = span_verdict(analysis).split
     if not split:
         return []
     warm = step_walls(analysis).judged  # the windows span_verdict judged
-    return [path_clause(analysis, [k for k, w in enumerate(windows)
-                                   if warm[k] and w.verdict == x.verdict]) for x in split]
+    verdict = analysis.windows.columns.verdict  # a column: no window object per step
+    return [path_clause(analysis, np.flatnonzero(warm & (verdict == x.verdict)))
+            for x in split]

@@ -30,7 +30,7 @@ from tb_diagnostics.trace.categories import (
     SYNC_NAME,
     Kind,
 )
-from tb_diagnostics.trace.model import TraceModel
+from tb_diagnostics.trace.model import TraceModel, row_indices
 
 T = TypeVar("T")
 
@@ -107,7 +107,11 @@ class SpanAnalysis:
         copies = m.rows_matching(PAGEABLE_DTOH)
         copies = copies[m.kind[copies] == Kind.MEMCPY]
         launchers = m.launcher[copies]
-        return np.union1d(named, launchers[launchers >= 0])
+        # The rows of either, as a mask (union1d sorts both; 10⁶ steps may sync 10⁶ times).
+        mask = np.zeros(len(m), dtype=bool)
+        mask[named] = True
+        mask[launchers[launchers >= 0]] = True
+        return row_indices(mask)
 
     @cached_property
     def comm_rows(self) -> np.ndarray:
@@ -231,17 +235,18 @@ class SpanAnalysis:
         out = np.zeros(acts.shape[0], dtype=bool)
         if not acts.size:  # a CPU-only trace: no names to look at
             return out
-        # The common case, no collective name at all, costs one pass over the strings.
-        kernels = [i for i, s in enumerate(m.strings) if COMM_KERNEL.search(s)]
-        ops = [i for i, s in enumerate(m.strings) if COLLECTIVE_OP.search(s)]
-        if kernels:
-            out |= np.isin(m.name[acts], np.asarray(kernels, dtype=np.int32))
-        if ops:
+        # The common case, no collective name at all, costs the model's search of its names
+        # (``name_ids_matching``: one for each pattern, not a Python call per name).
+        kernels = m.name_ids_matching(COMM_KERNEL)
+        ops = m.name_ids_matching(COLLECTIVE_OP)
+        if kernels.size:
+            out |= np.isin(m.name[acts], kernels)
+        if ops.size:
             from tb_diagnostics.analysis.views.hierarchy import launching_op  # a view of us
 
             op = launching_op(self)
             has = op >= 0
-            out[has] |= np.isin(m.name[op[has]], np.asarray(ops, dtype=np.int32))
+            out[has] |= np.isin(m.name[op[has]], ops)
         return out
 
     @cached_property

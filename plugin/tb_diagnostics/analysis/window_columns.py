@@ -55,6 +55,17 @@ class WindowColumns:
     def wall_us(self) -> np.ndarray:
         return self.end - self.start
 
+    @property
+    def device_busy(self) -> np.ndarray:
+        """Every window's :attr:`.steps.StepWindow.device_busy` (busy share of the wall, 0
+        for a window of no wall): the same floats, without a view per window."""
+        return _share(self.device_busy_us, self.wall_us)
+
+    @property
+    def compute_busy(self) -> np.ndarray:
+        """Every window's :attr:`.steps.StepWindow.compute_busy`, as :attr:`device_busy`."""
+        return _share(self.compute_busy_us, self.wall_us)
+
     def step_list(self) -> list[int | None]:
         """Every window's ``step`` (None for a span without steps), as a list."""
         return self.step.tolist() if self.has_steps else [None] * len(self)
@@ -78,6 +89,11 @@ class WindowColumns:
         if 0 <= self.stub < n:
             out[self.stub].append("artefact")
         return out
+
+
+def _share(part: np.ndarray, wall: np.ndarray) -> np.ndarray:
+    """``part / wall`` where ``wall > 0``, else 0.0 (NaN walls included), as StepWindow."""
+    return np.divide(part, wall, out=np.zeros(wall.shape[0]), where=wall > 0)
 
 
 class StepWindows(Sequence[StepWindow]):

@@ -88,10 +88,10 @@ def parent_call(m: TraceModel, row: int) -> int:
 def occurrences(m: TraceModel, lane: Lane, pattern: re.Pattern[str]) -> dict[str, np.ndarray]:
     """Occurrences (lane row positions) of each name matching ``pattern``, those nested in
     another match left out (an optimizer wrapping another one steps once)."""
-    ids = [i for i, s in enumerate(m.strings) if pattern.search(s)]
-    if not ids:
+    ids = m.name_ids_matching(pattern)  # the model's one search over its names
+    if not ids.size:
         return {}
-    pos = np.flatnonzero(np.isin(m.name[lane.rows], np.asarray(ids)))
+    pos = np.flatnonzero(np.isin(m.name[lane.rows], ids))
     pos = pos[outermost(lane.start[pos], lane.end[pos])]
     out: dict[str, np.ndarray] = {}
     for sid in np.unique(m.name[lane.rows[pos]]).tolist():

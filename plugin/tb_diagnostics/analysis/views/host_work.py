@@ -38,6 +38,7 @@ from tb_diagnostics.analysis.intervals import (
 )
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.model import row_indices
 
 #: A thread that starts no torch op and no runtime call for at least this long (µs) runs
 #: its own code, not dispatch: per-op dispatch overhead is µs to tens of µs (a launch
@@ -110,7 +111,12 @@ def host_work(analysis: SpanAnalysis) -> HostWork:
     """The host's own work of ``analysis``, per lane and per window (see the module)."""
     m = analysis.model
     lo, hi = analysis.bounds
-    dispatch = np.union1d(analysis.op_rows, m.rows_of(_DISPATCH_KINDS))
+    # The rows of either, as a mask (a union1d sorts both: a tenth of the view on 10⁶ steps).
+    is_dispatch = np.zeros(len(m), dtype=bool)
+    is_dispatch[analysis.op_rows] = True
+    is_dispatch[m.rows_of(_DISPATCH_KINDS)] = True
+    dispatch = row_indices(is_dispatch)
+    del is_dispatch
     program = analysis.launch_rows()
     lanes = _feeding_lanes(analysis, dispatch)
     program = program[np.isin(m.lane[program], lanes)]

@@ -238,7 +238,11 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
         cell = window[use].astype(np.int64) * len(keys) + k_row[use]
         by = np.bincount(cell, weights=per_row[use],
                          minlength=n_windows * len(keys)).reshape(n_windows, len(keys))
-        step_precision = [keys[int(np.argmax(r))] if r.max() > 0 else None for r in by]
+        # Each window's key of most FLOPs (the first of equal ones), None where it has none:
+        # row-wise over the table, not a numpy call per window.
+        best = np.asarray(keys, dtype=object)[np.argmax(by, axis=1)]
+        best[~(by.max(axis=1) > 0)] = None
+        step_precision = best.tolist()
 
     busy_c = busy_m = None
     if peaks is not None and any(f.bound for f in figs):
@@ -247,7 +251,7 @@ def roofline(analysis: SpanAnalysis) -> Roofline:
         compute = covered(iv["compute"], lo, hi)
         # Host-link copies are bandwidth-bound work too: the step's memory-bound share.
         both = covered(iv["compute"] | iv["memory"] | iv["host-link"], lo, hi)
-        busy = np.asarray([w.device_busy_us for w in analysis.windows])
+        busy = analysis.windows.columns.device_busy_us
         busy_c = np.minimum(compute, busy)
         busy_m = np.minimum(both - compute, busy - busy_c)
 
@@ -275,8 +279,11 @@ def _host_copies(analysis: SpanAnalysis, activity_group: np.ndarray, n: int,
         return zeros, zeros.copy(), np.zeros(n, dtype=bool)
     m = analysis.model
     acts = m.device_activity_rows
-    ids = [i for i, s in enumerate(m.strings) if HOST_COPY.match(s)]
-    sel = (m.kind[acts] == Kind.MEMCPY) & np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
+    copy = m.kind[acts] == Kind.MEMCPY
+    # Only the copies' own names can be one (not every name of the trace: a span of 10⁶
+    # steps has 10⁶ step names).
+    ids = [i for i in np.unique(m.name[acts[copy]]).tolist() if HOST_COPY.match(m.strings[i])]
+    sel = copy & np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
     sel &= activity_group >= 0
     if not sel.any():
         return zeros, zeros.copy(), np.zeros(n, dtype=bool)
@@ -309,7 +316,7 @@ def _communication(analysis: SpanAnalysis, activity_group: np.ndarray) -> tuple[
 def compute_busy_us(analysis: SpanAnalysis) -> np.ndarray:
     """Per window, the device's busy time without any communication (the step's
     ``compute_busy_us``): the time the roofline could have priced."""
-    return np.asarray([w.compute_busy_us for w in analysis.windows], dtype=np.float64)
+    return np.array(analysis.windows.columns.compute_busy_us, dtype=np.float64)  # a copy
 
 
 def _unowned(analysis: SpanAnalysis, activity_group: np.ndarray,

@@ -161,18 +161,39 @@ def cold_dead_window(analysis: SpanAnalysis, dead_ratio: float = COLD_DEAD_RATIO
     m = analysis.model
     dw = dead_windows(analysis)
     best = (-1, 0.0, 0.0)
-    first = np.flatnonzero((dw.window == 0) & ~np.isnan(dw.dead_us))
+    timed = ~np.isnan(dw.dead_us)
+    first = np.flatnonzero((dw.window == 0) & timed)
+    if not first.size:
+        return best
+    names = m.name[dw.annotation]
+    # Each label name's median over the warm steps, for the first step's names at once (a
+    # mask over every label per first-step label was quadratic in the labels).
+    warm = np.flatnonzero((dw.window > 0) & timed & np.isin(names, names[first]))
+    medians = _medians_by(names[warm], dw.dead_us[warm])
     for i in first.tolist():
-        name = m.name[dw.annotation[i]]
-        warm = (dw.window > 0) & (m.name[dw.annotation] == name) & ~np.isnan(dw.dead_us)
-        if not warm.any():
+        med = medians.get(int(names[i]))
+        if med is None:
             continue
-        med = float(np.median(dw.dead_us[warm]))
         d = float(dw.dead_us[i])
         if d >= min_dead_us and d >= dead_ratio * max(med, 1e-3) and \
                 d - med > best[1] - best[2]:
             best = (int(dw.annotation[i]), d, med)
     return best
+
+
+def _medians_by(key: np.ndarray, values: np.ndarray) -> dict[int, float]:
+    """``float(np.median(values[key == k]))`` for every ``k`` in ``key``, by one sort: the
+    middle value, or the two middle ones' mean (``(a + b) / 2``, as ``np.median``)."""
+    if not key.size:
+        return {}
+    order = np.lexsort((values, key))
+    k, v = key[order], values[order]
+    cut = np.flatnonzero(np.r_[True, k[1:] != k[:-1], True])
+    lo, n = cut[:-1], np.diff(cut)
+    a = v[lo + (n - 1) // 2]
+    b = v[lo + n // 2]
+    med = np.where(n % 2 == 1, a, (a + b) / 2)
+    return dict(zip(k[lo].tolist(), med.tolist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -193,7 +214,7 @@ class DeadWindows:
 def dead_windows(analysis: SpanAnalysis) -> DeadWindows:
     m = analysis.model
     ann = m.rows_of({Kind.USER_ANNOTATION})
-    ann = np.setdiff1d(ann, np.union1d(analysis.step_rows, analysis.input_rows))
+    ann = m.without(ann, analysis.step_rows, analysis.input_rows)  # a mask, not two sorts
     ops = analysis.op_rows
     first = np.full(ann.shape[0], -1, dtype=np.int64)
     for lane in np.unique(m.lane[ann]).tolist():

@@ -1,0 +1,125 @@
+"""The span's per-step figures from the window columns, not a view per window (issue 28).
+
+Each column form is checked against the per-window form it replaced, to the bit, and the
+span-level readers (the span's verdict, the verdict's paths) are checked to run no Python
+per window: the lines they execute on 10x the steps stay within ``GROWTH`` of the base.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from linecount import executed_lines
+from test_linearity_steps import GROWTH, STEPS, analysis_of
+
+from tb_diagnostics.analysis import headline, path_clause
+from tb_diagnostics.analysis.headline import verdict_by_time, verdict_split
+from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.steps import _STEP_PREFIX, find_host_steps
+from tb_diagnostics.analysis.views import roofline, warmth
+from tb_diagnostics.trace.categories import STEP_NAME
+from tb_diagnostics.trace.load import load_trace_bytes
+
+
+@pytest.fixture(scope="module")
+def spans() -> dict[str, SpanAnalysis]:
+    out = {"base": analysis_of(STEPS), "wide": analysis_of(10 * STEPS)}
+    for a in out.values():
+        path_clause.verdict_paths(a)  # every view they read, computed once (cached)
+    return out
+
+
+def test_verdict_split_is_verdict_by_time_to_the_bit():
+    rng = np.random.default_rng(5)
+    n = 500
+    verdict = np.asarray(rng.choice(["mixed", "compute-bound", "input-bound"], n),
+                         dtype=object)
+    wall = rng.random(n) * 1e4 / 3  # sums that round differently pairwise and in order
+    judged = wall - rng.random(n)
+    judged[::7] = -0.0
+    steps = np.arange(n, dtype=np.int64) * 3
+    want = verdict_by_time(zip(steps.tolist(), verdict.tolist(), wall.tolist(),
+                               judged.tolist(), strict=True))
+    assert verdict_split(steps, verdict, wall, judged) == want
+    none = verdict_by_time(zip([None] * n, verdict.tolist(), wall.tolist(), judged.tolist(),
+                               strict=True))
+    assert verdict_split(None, verdict, wall, judged) == none
+    # A verdict whose every time is -0.0 sums to 0.0, as sum() starting at 0 does.
+    (only,) = verdict_split(None, np.asarray(["mixed"], dtype=object), np.asarray([-0.0]),
+                            np.asarray([-0.0]))
+    assert math.copysign(1.0, only.judged_us) == 1.0 and only.wall_us == 0.0
+    # Equal times: the verdict of the earlier step first.
+    tie = verdict_split(np.asarray([1, 2]), np.asarray(["b", "a"], dtype=object),
+                        np.asarray([1.0, 1.0]), np.asarray([1.0, 1.0]))
+    assert [x.verdict for x in tie] == ["b", "a"]
+
+
+def test_span_verdict_and_its_paths_run_no_python_per_window(spans):
+    for fn in (headline.span_verdict.__wrapped__, path_clause.verdict_paths):
+        lines = {k: executed_lines(lambda a=a, fn=fn: fn(a)) for k, a in spans.items()}
+        assert lines["base"] > 0
+        assert lines["wide"] <= GROWTH * lines["base"], (fn.__name__, lines)
+
+
+def test_the_paths_take_the_windows_of_each_verdict(spans):
+    a = spans["wide"]
+    warm = warmth.step_walls(a).judged
+    for x, clause in zip(headline.span_verdict(a).split, path_clause.verdict_paths(a),
+                         strict=True):
+        want = tuple(k for k, w in enumerate(a.windows) if warm[k] and w.verdict == x.verdict)
+        assert clause.windows == want
+        assert clause == path_clause.path_clause(a, list(want))
+
+
+def test_window_shares_and_busy_columns_are_the_windows_figures(spans):
+    a = spans["wide"]
+    c = a.windows.columns
+    assert c.device_busy.tolist() == [w.device_busy for w in a.windows]
+    assert c.compute_busy.tolist() == [w.compute_busy for w in a.windows]
+    got = roofline.compute_busy_us(a)
+    assert got.tolist() == [w.compute_busy_us for w in a.windows]
+    got[0] = -1.0  # a copy: the caller's to change
+    assert a.windows[0].compute_busy_us != -1.0
+
+
+def test_share_of_a_window_of_no_wall_is_zero():
+    from tb_diagnostics.analysis.window_columns import _share
+
+    got = _share(np.asarray([1.0, 2.0, 3.0]), np.asarray([0.0, math.nan, 4.0]))
+    assert got.tolist() == [0.0, 0.0, 0.75]
+
+
+def test_medians_by_key_are_numpy_medians():
+    rng = np.random.default_rng(7)
+    key = rng.integers(0, 9, 400).astype(np.int32)
+    values = np.round(rng.random(400) * 100, 1)  # ties, odd and even counts
+    got = warmth._medians_by(key, values)
+    want = {int(k): float(np.median(values[key == k])) for k in np.unique(key).tolist()}
+    assert got == want
+    assert warmth._medians_by(key[:0], values[:0]) == {}
+    assert warmth._medians_by(np.asarray([3, 3]), np.asarray([1.0, 4.0])) == {3: 2.5}
+
+
+def _trace(names: list[str]) -> SpanAnalysis:
+    events = [{"ph": "X", "cat": "user_annotation", "name": n, "pid": 1, "tid": 1,
+               "ts": 1000 + 100 * k, "dur": 100} for k, n in enumerate(names)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                   "ts": 1010, "dur": 5})
+    return SpanAnalysis(load_trace_bytes(json.dumps({"traceEvents": events}).encode(),
+                                         "t.pt.trace.json"))
+
+
+def test_step_numbers_are_the_step_name_s_digits():
+    assert STEP_NAME.pattern.startswith("^ProfilerStep#")
+    assert len("ProfilerStep#") == _STEP_PREFIX
+    names = ["ProfilerStep#7", "ProfilerStep#8\n", "ProfilerStep#" + "9" * 16,
+             "ProfilerStep#10x", "xProfilerStep#11", "ProfilerStep#\u0661\u0662",
+             "ProfilerStep#000123456789012"]
+    a = _trace(names)
+    hs = find_host_steps(a.model)
+    want = [int(g.group(1)) for n in names
+            if (g := STEP_NAME.match(n)) and len(g.group(1)) <= 15]
+    assert hs.numbers.tolist() == want == [7, 8, 12, 123456789012]
