@@ -20,11 +20,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tb_diagnostics.analysis.intervals import Intervals, length_before
-from tb_diagnostics.analysis.replay.graph import SYNC_END, ReplayGraph, replay_graph
+from tb_diagnostics.analysis.replay.graph import ReplayGraph, replay_graph
 from tb_diagnostics.analysis.replay.joins import thread_joins
-from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.replay.stretches import (
+    MIN_VECTOR_NODES,
+    Nodes,
+    Positions,
+    positions,
+    run,
+)
+from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.steps import device_partition
-from tb_diagnostics.trace.model import NO_ID
 
 
 @dataclass(frozen=True)
@@ -81,17 +87,13 @@ def _removed_before(g: ReplayGraph, change: Change) -> tuple[np.ndarray, np.ndar
     return out, since_anchor
 
 
-def _joins(analysis: SpanAnalysis, g: ReplayGraph, change: Change
-           ) -> tuple[list[int], list[float]]:
-    """Per host timepoint: the other thread's timepoint it waited for (:mod:`.joins`), or
-    -1; and the time from that timepoint to it, less the host time the change removes
-    there (the rest of the burst on its thread, then the main thread's own time)."""
-    n = g.h_time.shape[0]
-    last = np.full(n, NO_ID, dtype=np.int64)
-    after = np.zeros(n)
+def _join_after(analysis: SpanAnalysis, g: ReplayGraph, change: Change) -> np.ndarray:
+    """Per host timepoint that waited for another thread's burst (:mod:`.joins`): the time
+    from the burst's last timepoint to it, less the host time the change removes there
+    (the rest of the burst on its thread, then the main thread's own time); 0 elsewhere."""
+    after = np.zeros(g.h_time.shape[0])
     nodes, j_last, j_end = thread_joins(analysis)
     if nodes.size:
-        last[nodes] = j_last
         t_l, t_i = g.h_time[j_last], g.h_time[nodes]
         after[nodes] = t_i - t_l
         for lane, iv in change.removed_host.items():
@@ -103,93 +105,53 @@ def _joins(analysis: SpanAnalysis, g: ReplayGraph, change: Change
             on_i = g.h_lane[nodes] == lane
             after[nodes[on_i]] -= (length_before(iv, t_i[on_i])
                                    - length_before(iv, j_end[on_i]))
-    return last.tolist(), after.tolist()
+    return after
 
 
-def replay(analysis: SpanAnalysis, change: Change | None = None) -> Replayed:
+@computed
+def replay_positions(analysis: SpanAnalysis) -> Positions:
+    """The span's replay graph in visit order (:mod:`.stretches`), shared by every change."""
     g = replay_graph(analysis)
+    nodes, j_last, _ = thread_joins(analysis)
+    a_lane = analysis.model.lane[analysis.model.device_activity_rows].astype(np.int64)
+    return positions(g, a_lane, nodes, j_last)
+
+
+def replay(analysis: SpanAnalysis, change: Change | None = None,
+           min_vector: int = MIN_VECTOR_NODES) -> Replayed:
+    """Every window's replayed bounds with ``change`` applied (none: the recording's own
+    dependencies replayed). ``min_vector``: the shortest stretch of the order replayed with
+    numpy (:mod:`.stretches`; the floats are the same either way)."""
+    g = replay_graph(analysis)
+    pos = replay_positions(analysis)
     change = change or Change()
-    removed_a, since_a = _removed_before(g, change)
-    removed, since_anchor = removed_a.tolist(), since_a.tolist()
+    removed, since_anchor = _removed_before(g, change)
     scale = change.device_scale
     # Collectives wait on the other ranks: no change of this rank's work scales them.
     dur = g.a_dur if scale is None else np.where(g.a_fixed, g.a_dur, g.a_dur * scale)
     gap = g.a_gap
     if change.stream_gap is not None:
         gap = np.where(np.isnan(change.stream_gap), g.a_gap, change.stream_gap)
-    h_time = g.h_time.tolist()
-    h_lane = g.h_lane.tolist()
-    is_end = (g.h_kind == SYNC_END).tolist()
-    release = g.h_release.tolist()
-    tail = g.h_tail.tolist()
-    anchor = g.h_anchor.tolist()
-    join, join_after = _joins(analysis, g, change)
-    no_wait = [r in change.no_wait for r in g.h_row.tolist()] if change.no_wait else None
-    a_start, a_launch = g.a_start.tolist(), g.a_launch.tolist()
-    a_prev, a_cross = g.a_prev.tolist(), g.a_cross.tolist()
-    a_lat, a_gap, a_cross_lat = g.a_lat.tolist(), gap.tolist(), g.a_cross_lat.tolist()
-    a_dev, a_dev_end, a_floor = g.a_dev.tolist(), g.a_dev_end.tolist(), g.a_floor.tolist()
-    dur_l = dur.tolist()
-    h_out = [0.0] * len(h_time)
-    a_out_start = [0.0] * len(a_start)
-    a_out_end = [0.0] * len(a_start)
-    lane_t: dict[int, float] = {}  # recorded time of each lane's last timepoint
-    lane_T: dict[int, float] = {}  # its replayed time
-    lane_r: dict[int, float] = {}  # removed host time before it
-    neg_inf = -np.inf
-    for dev, i in zip(g.order_device.tolist(), g.order_index.tolist(), strict=True):
-        if dev:
-            ready = neg_inf
-            j = a_launch[i]
-            if j >= 0:
-                ready = h_out[j] + a_lat[i]
-            p = a_prev[i]
-            if p >= 0 and a_out_end[p] + a_gap[i] > ready:
-                ready = a_out_end[p] + a_gap[i]
-            c = a_cross[i]
-            if c >= 0 and a_out_end[c] + a_cross_lat[i] > ready:
-                ready = a_out_end[c] + a_cross_lat[i]
-            if ready == neg_inf:  # nothing it waits for is in the trace: it stays
-                s = a_start[i]
-            else:
-                d = a_dev[i]
-                if d >= 0:  # no further into another stream's work than recorded
-                    bound = a_out_end[d] if a_dev_end[i] else a_out_start[d]
-                    if bound > ready:
-                        ready = bound
-                s = ready if ready > a_floor[i] else a_floor[i]
-            a_out_start[i] = s
-            a_out_end[i] = s + dur_l[i]
-            continue
-        lane = h_lane[i]
-        t = h_time[i]
-        k = anchor[i]
-        if k >= 0:  # a burst on another thread: as long after the main thread's event
-            T = h_out[k] + (t - h_time[k]) - since_anchor[i]
-            if lane in lane_T and lane_T[lane] > T:
-                T = lane_T[lane]
-        elif lane not in lane_t:  # a lane's first timepoint stays where it was
-            T = t - removed[i]
-        else:
-            delta = (t - lane_t[lane]) - (removed[i] - lane_r[lane])
-            T = lane_T[lane] + delta
-            if is_end[i] and release[i] >= 0:
-                # A sync returns when the device work it waited for is done, plus the
-                # call's own tail: its host part is at most that tail.
-                T = lane_T[lane] + min(delta, tail[i])
-                if not (no_wait and no_wait[i]):
-                    T = max(T, a_out_end[release[i]] + tail[i])
-            j = join[i]
-            if j >= 0:  # it waited for another thread's burst: it returns after it
-                T = max(lane_T[lane], h_out[j] + join_after[i])
-        h_out[i] = T
-        lane_t[lane], lane_T[lane], lane_r[lane] = t, T, removed[i]
-    a_end = np.asarray(a_out_end)
-    h = np.asarray(h_out)
+    # The host time since the thread's previous timepoint, less what the change removes.
+    pred = pos.h_pred_node
+    has = pred >= 0
+    delta = np.zeros(g.h_time.shape[0])
+    k = pred[has]
+    delta[has] = (g.h_time[has] - g.h_time[k]) - (removed[has] - removed[k])
+    waits = np.ones(g.h_time.shape[0], dtype=bool)
+    if change.no_wait:
+        waits = ~np.isin(g.h_row, np.fromiter(change.no_wait, dtype=np.int64))
+    nodes = Nodes(p=pos, h_first=g.h_time - removed, h_delta=delta, h_since=since_anchor,
+                  h_waits=waits, h_join_after=_join_after(analysis, g, change),
+                  a_gap=np.asarray(gap, dtype=np.float64),
+                  a_dur=np.asarray(dur, dtype=np.float64))
+    v = run(nodes, min_vector)
+    a_end = v[pos.a_pos]
+    h = v[pos.h_pos]
     lo, hi = _windows(analysis, g, h, a_end)
     if scale is None or np.all(scale >= 1.0):
         # The device's work is what it was: no step gets shorter than its busy time.
-        busy = np.asarray([w.device_busy_us for w in analysis.windows])
+        busy = np.asarray(analysis.windows.columns.device_busy_us, dtype=np.float64)
         if busy.shape == lo.shape:
             hi = np.maximum(hi, lo + busy)
     return Replayed(lo, hi, a_end=a_end, h_time=h)

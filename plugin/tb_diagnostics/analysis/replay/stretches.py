@@ -1,0 +1,446 @@
+"""The replay's pass over the graph, a stretch at a time (issue 28: a million steps).
+
+The replay (:mod:`.engine`) visits every host timepoint and device activity in recorded
+order. Each *chain* (a host thread's timepoints, a stream's activities) is a max-plus
+recurrence: a node starts at ``s = max(X, v_prev + a)`` and ends at ``v = s + b``, where
+``v_prev`` is the chain's previous node, ``a`` the time between them (the host's recorded
+time less what a change removes, the stream's gap), ``b`` the node's own duration (0 on the
+host) and ``X`` what it waits for on other chains: a device activity its launch call, the
+other stream's activity it waited for, the bound on overlap, its floor; a host timepoint
+the device work that released its sync, another thread's burst (a join or an anchor).
+
+**Stretches.** An edge into another chain's node that is visited in the same stretch of
+the order would need that node first; the order is cut so that no stretch holds both ends
+of such an edge (the fewest cuts: :func:`stretch_cuts`), except a launch: within a stretch
+the host's chains are replayed first, then the device's. A long stretch is replayed with
+numpy (:func:`_vector_stretch`); a short one, and a run of short ones, node by node as
+before (:func:`_loop_block`), where numpy's cost per call is more than the loop's.
+
+**The same floats.** Along a chain the recurrence's value is a sum added one term after
+another from the node that last bound it (a *reset*: ``X`` won the max). Numpy's
+``add.accumulate`` adds in that order, so each run from a reset is the loop's sums, bit
+for bit (:func:`segmented_accumulate`). Where the resets are is first estimated from prefix
+sums (a running maximum of ``X - S``), then checked exactly, every node's max against
+its predecessor's replayed value; a wrong guess is flipped and the chain added again
+(the first wrong one is always right after the flip, so the rounds make progress), and a
+stretch still wrong after :data:`MAX_ROUNDS` rounds is replayed node by node.
+
+**Order.** Values are kept by visit position, one slot past the end holding 0.0: an edge
+into a node the order visits later (a kernel recorded a µs before its launch call) reads
+0.0 there, as the loop read its not yet written slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+
+from tb_diagnostics.analysis.replay.graph import SYNC_END, ReplayGraph
+
+#: Stretches of fewer nodes than this are replayed node by node: numpy's per-call cost of
+#: a vectorised stretch (a few hundred µs) is more than the loop's (about 1 µs a node).
+MIN_VECTOR_NODES = 512
+#: Rounds of flipping wrongly guessed resets before a stretch is replayed node by node.
+MAX_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The replay graph in visit order, as no change alters it: each node's position, and
+    every edge as the position of the node it points to (-1: none; ``n``: a node visited
+    later, read as 0.0, as the loop read a slot it had not written yet)."""
+
+    n: int  # host timepoints and device activities together
+    dev: np.ndarray  # per position: a device activity (else a host timepoint)
+    node: np.ndarray  # per position: its index among its kind
+    h_pos: np.ndarray  # position of each host timepoint
+    a_pos: np.ndarray  # position of each device activity
+    h_lane: np.ndarray
+    h_pred: np.ndarray  # the previous timepoint on its thread
+    h_pred_node: np.ndarray  # the same, as a timepoint index
+    h_anchor: np.ndarray
+    h_anchor_after: np.ndarray  # recorded time from the anchor to it
+    h_release: np.ndarray  # a sync's return: the activity that released it
+    h_tail: np.ndarray
+    h_join: np.ndarray
+    a_lane: np.ndarray
+    a_launch: np.ndarray
+    a_lat: np.ndarray
+    a_prev: np.ndarray
+    a_cross: np.ndarray
+    a_cross_lat: np.ndarray
+    a_dev: np.ndarray
+    a_dev_end: np.ndarray  # bool
+    a_floor: np.ndarray
+    a_start: np.ndarray  # recorded: where an activity that waits for nothing stays
+    a_any: np.ndarray  # bool: it has a launch, a predecessor or a cross-stream wait
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """A replay's inputs: the graph's positions and what the change makes of them."""
+
+    p: Positions
+    h_first: np.ndarray  # a thread's first timepoint: its recorded time less the removed
+    h_delta: np.ndarray  # host time since the thread's previous timepoint, less the removed
+    h_since: np.ndarray  # removed host time since the anchor
+    h_waits: np.ndarray  # bool: a sync still waits for the activity that released it
+    h_join_after: np.ndarray
+    a_gap: np.ndarray
+    a_dur: np.ndarray
+
+
+def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
+              join_last: np.ndarray) -> Positions:
+    """:class:`Positions` of graph ``g`` (``a_lane``: each activity's stream; the joins:
+    :func:`.joins.thread_joins`'s nodes and the timepoints they wait for)."""
+    dev, node = g.order_device, g.order_index
+    n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
+    n = n_h + n_a
+    at = np.arange(n, dtype=np.int64)
+    h_pos = np.empty(n_h, dtype=np.int64)
+    h_pos[node[~dev]] = at[~dev]
+    a_pos = np.empty(n_a, dtype=np.int64)
+    a_pos[node[dev]] = at[dev]
+    # A thread's timepoints in visit order, one after another.
+    hp = at[~dev]
+    hid = node[~dev]
+    by_lane = np.argsort(g.h_lane[hid], kind="stable")
+    same = g.h_lane[hid[by_lane[1:]]] == g.h_lane[hid[by_lane[:-1]]]
+    h_pred = np.full(n_h, -1, dtype=np.int64)
+    h_pred[hid[by_lane[1:]][same]] = hp[by_lane[:-1]][same]
+    h_pred_node = np.full(n_h, -1, dtype=np.int64)
+    h_pred_node[hid[by_lane[1:]][same]] = hid[by_lane[:-1]][same]
+
+    def edge(to_pos: np.ndarray, target: np.ndarray, own: np.ndarray) -> np.ndarray:
+        r = np.full(target.shape[0], -1, dtype=np.int64)
+        on = target >= 0
+        r[on] = to_pos[target[on]]
+        r[r > own] = n  # visited later: the loop read 0.0
+        return r
+
+    join = np.full(n_h, -1, dtype=np.int64)
+    join[join_node] = join_last
+    anchor = g.h_anchor
+    after = np.zeros(n_h)
+    on = anchor >= 0
+    after[on] = g.h_time[on] - g.h_time[anchor[on]]
+    release = np.where(g.h_kind == SYNC_END, g.h_release, -1)
+    return Positions(
+        n=n, dev=dev, node=node, h_pos=h_pos, a_pos=a_pos, h_lane=g.h_lane, h_pred=h_pred,
+        h_pred_node=h_pred_node, h_anchor=edge(h_pos, anchor, h_pos), h_anchor_after=after,
+        h_release=edge(a_pos, release, h_pos), h_tail=g.h_tail,
+        h_join=edge(h_pos, join, h_pos), a_lane=a_lane,
+        a_launch=edge(h_pos, g.a_launch, a_pos), a_lat=g.a_lat,
+        a_prev=edge(a_pos, g.a_prev, a_pos), a_cross=edge(a_pos, g.a_cross, a_pos),
+        a_cross_lat=g.a_cross_lat, a_dev=edge(a_pos, g.a_dev, a_pos), a_dev_end=g.a_dev_end,
+        a_floor=g.a_floor, a_start=g.a_start,
+        a_any=(g.a_launch >= 0) | (g.a_prev >= 0) | (g.a_cross >= 0))
+
+
+def segmented_accumulate(ufunc: np.ufunc, x: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``ufunc.accumulate`` of ``x`` restarted where ``first`` is set (``first[0]`` is),
+    each run computed in order, as a loop would: runs of like length side by side as
+    the rows of one array (``accumulate(axis=1)`` adds along each row in order)."""
+    if not x.size:
+        return x.copy()
+    starts = np.flatnonzero(first)
+    if starts.size == 1:
+        return ufunc.accumulate(x)
+    lens = np.diff(np.append(starts, x.size))
+    out = x.copy()
+    long = lens > 1
+    if not long.any():
+        return out
+    # Rows padded to the bucket's longest: at most twice the values a bucket holds.
+    bucket = np.zeros(lens.shape[0], dtype=np.int64)
+    bucket[long] = np.ceil(np.log2(lens[long])).astype(np.int64)
+    for w in np.unique(bucket[long]).tolist():
+        sel = np.flatnonzero(bucket == w)
+        if sel.size == 1:
+            s, e = int(starts[sel[0]]), int(starts[sel[0]] + lens[sel[0]])
+            out[s:e] = ufunc.accumulate(x[s:e])
+            continue
+        width = int(lens[sel].max())
+        cols = np.arange(width)
+        idx = starts[sel][:, None] + cols
+        valid = cols < lens[sel][:, None]
+        # The padding sits after each row's run: it never enters a value that is kept.
+        block = x[np.where(valid, idx, 0)]
+        acc = ufunc.accumulate(block, axis=1)
+        out[idx[valid]] = acc[valid]
+    return out
+
+
+def stretch_cuts(targets: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """The fewest positions that cut the order between each edge's source and target.
+
+    Each edge (``sources[k]`` < ``targets[k]``, ``targets`` sorted and unique, the latest
+    source per target) needs a cut ``c`` with source < c <= target. Greedily, the first
+    cut is the first target; the next, the first target whose source is at or after the
+    last cut (every edge before it has its source before the cut). That next target is
+    found for every target at once (a suffix minimum), then followed cut to cut.
+    """
+    m = targets.shape[0]
+    if not m:
+        return targets
+    # tau[u]: the last target at or before u's source: a cut at targets[t] leaves u's edge
+    # uncut exactly when t <= tau[u].
+    tau = np.searchsorted(targets, sources, side="right") - 1
+    nxt = np.full(m + 1, m, dtype=np.int64)
+    ok = tau >= 0
+    np.minimum.at(nxt, tau[ok], np.flatnonzero(ok))
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    out, t = [], 0
+    nxt_l = nxt.tolist()
+    while t < m:
+        out.append(t)
+        t = nxt_l[t]
+    return targets[np.asarray(out, dtype=np.int64)]
+
+
+def _cut_edges(nd: Nodes) -> tuple[np.ndarray, np.ndarray]:
+    """Per node that reads another chain's node other than its launch: (its position,
+    the latest such source's position), in position order."""
+    gp = nd.p
+    n = gp.n
+
+    def real(r: np.ndarray) -> np.ndarray:
+        return np.where(r < n, r, -1)  # a node visited later is read as 0.0: no wait
+
+    h_src = real(gp.h_anchor)
+    later = (gp.h_anchor < 0) & (gp.h_pred >= 0)
+    h_src = np.where(later & (gp.h_join >= 0), real(gp.h_join), h_src)
+    sync = later & (gp.h_join < 0) & (gp.h_release >= 0) & nd.h_waits
+    h_src = np.where(sync, real(gp.h_release), h_src)
+    a_src = np.maximum(real(gp.a_cross), np.where(gp.a_any, real(gp.a_dev), -1))
+    src = np.full(n, -1, dtype=np.int64)
+    src[gp.h_pos] = h_src
+    src[gp.a_pos] = a_src
+    tgt = np.flatnonzero(src >= 0)
+    return tgt, src[tgt]
+
+
+def _chain_scan(first: np.ndarray, has_init: np.ndarray, init: np.ndarray, x: np.ndarray,
+                a: np.ndarray, b: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact ``s = max(x, v_prev + a)``, ``v = s + b`` along chains laid end to end
+    (``first``: a chain's first node in the stretch, whose ``v_prev`` is ``init`` where
+    ``has_init``, none otherwise). (s, v), or None where the resets do not settle."""
+    m = x.shape[0]
+    forced = first & ~has_init
+    a0 = np.where(forced, 0.0, a)
+    # Estimate: v ~ S + max(init, max_{j<=k} (x_j + b_j - S_j)), S the chain's sums.
+    ab = a0 if b is None else a0 + b
+    sums = segmented_accumulate(np.add, ab, first)
+    r = (x if b is None else x + b) - sums
+    r_init = np.where(first & has_init, init, -np.inf)
+    best = segmented_accumulate(np.maximum, np.maximum(r, r_init), first)
+    reset = forced | ((r >= best) & np.isfinite(x))
+    prev = np.empty(m)
+    for _ in range(MAX_ROUNDS):
+        elem = np.where(reset, x, a)
+        cont = first & ~reset  # continues from the value before the stretch
+        elem[cont] = init[cont] + a[cont]
+        seg = first | reset
+        if b is None:
+            v = segmented_accumulate(np.add, elem, seg)
+            s = v
+        else:
+            inter = np.empty(2 * m)
+            inter[0::2] = elem
+            inter[1::2] = b
+            seg2 = np.zeros(2 * m, dtype=bool)
+            seg2[0::2] = seg
+            acc = segmented_accumulate(np.add, inter, seg2)
+            s, v = acc[0::2], acc[1::2]
+        prev[1:] = v[:-1]
+        prev[first] = init[first]
+        chained = prev + a
+        wrong = ~forced & ((reset & (x < chained)) | (~reset & (x > chained)))
+        if not wrong.any():
+            return s, v
+        reset = reset ^ wrong
+    return None
+
+
+@dataclass
+class _State:
+    nd: Nodes
+    v: np.ndarray  # per position (and the slot past the end): host time, activity end
+    s: np.ndarray  # per position: activity start
+
+
+def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
+    """Replay positions [b0, b1) with numpy; False (nothing written) where it cannot."""
+    nd, V, S = st.nd, st.v, st.s
+    gp = nd.p
+    dev = gp.dev[b0:b1]
+    node = gp.node[b0:b1]
+    hs = node[~dev]
+    if hs.size:
+        hs = hs[np.argsort(gp.h_lane[hs], kind="stable")]
+        lane = gp.h_lane[hs]
+        first = np.ones(hs.size, dtype=bool)
+        first[1:] = lane[1:] != lane[:-1]
+        pred = gp.h_pred[hs]
+        has_init = pred >= 0
+        init = V[np.maximum(pred, 0)]
+        anchor, join, rel = gp.h_anchor[hs], gp.h_join[hs], gp.h_release[hs]
+        x = np.full(hs.size, -np.inf)
+        a = nd.h_delta[hs].copy()
+        later = (anchor < 0) & has_init
+        is_join = later & (join >= 0)
+        is_sync = later & ~is_join & (rel >= 0)
+        a[is_sync] = np.minimum(a[is_sync], gp.h_tail[hs][is_sync])
+        waits = is_sync & nd.h_waits[hs]
+        x[waits] = V[rel[waits]] + gp.h_tail[hs][waits]
+        x[is_join] = V[join[is_join]] + nd.h_join_after[hs][is_join]
+        a[is_join] = 0.0
+        alone = (anchor < 0) & ~has_init
+        x[alone] = nd.h_first[hs][alone]
+        on = anchor >= 0
+        x[on] = (V[anchor[on]] + gp.h_anchor_after[hs][on]) - nd.h_since[hs][on]
+        a[on] = 0.0
+        got = _chain_scan(first, has_init, init, x, a, None)
+        if got is None:
+            return False
+        V[gp.h_pos[hs]] = got[1]  # the device's launches read them below
+    acts = node[dev]
+    if acts.size:
+        acts = acts[np.argsort(gp.a_lane[acts], kind="stable")]
+        lane = gp.a_lane[acts]
+        first = np.ones(acts.size, dtype=bool)
+        first[1:] = lane[1:] != lane[:-1]
+        pred = gp.a_prev[acts]
+        has_init = pred >= 0
+        init = V[np.maximum(pred, 0)]
+        j, c, d = gp.a_launch[acts], gp.a_cross[acts], gp.a_dev[acts]
+        x = np.where(j >= 0, V[np.maximum(j, 0)] + gp.a_lat[acts], -np.inf)
+        x = np.maximum(x, np.where(c >= 0, V[np.maximum(c, 0)] + gp.a_cross_lat[acts],
+                                   -np.inf))
+        dd = np.maximum(d, 0)
+        bound = np.where(gp.a_dev_end[acts], V[dd], S[dd])
+        x = np.maximum(x, np.where(d >= 0, bound, -np.inf))
+        x = np.maximum(x, gp.a_floor[acts])
+        alone = ~gp.a_any[acts]  # waits for nothing in the trace: it stays
+        x[alone] = gp.a_start[acts][alone]
+        got = _chain_scan(first, has_init, init, x, nd.a_gap[acts], nd.a_dur[acts])
+        if got is None:  # the loop rewrites the whole stretch
+            return False
+        at = gp.a_pos[acts]
+        S[at] = got[0]
+        V[at] = got[1]
+    return True
+
+
+def _loop_block(st: _State, b0: int, b1: int) -> None:
+    """Replay positions [b0, b1) node by node, as the replay always did."""
+    nd, V, S = st.nd, st.v, st.s
+    gp = nd.p
+    dev = gp.dev[b0:b1]
+    node = gp.node[b0:b1]
+    hs, acts = node[~dev], node[dev]
+    refs = [gp.h_pred[hs], gp.h_anchor[hs], gp.h_release[hs], gp.h_join[hs],
+            gp.a_launch[acts], gp.a_prev[acts], gp.a_cross[acts], gp.a_dev[acts]]
+    every = np.concatenate(refs)
+    ext = np.unique(every[(every >= 0) & ((every < b0) | (every >= b1))])
+    n_ext = ext.shape[0]
+
+    def local(r: np.ndarray) -> list[int]:
+        inside = (r >= b0) & (r < b1)
+        at = np.where(inside, n_ext + r - b0, np.searchsorted(ext, r))
+        return np.where(r < 0, -1, at).tolist()
+
+    (h_pred, h_anchor, h_rel, h_join, a_launch, a_prev, a_cross, a_dev) = map(local, refs)
+    v = V[ext].tolist() + [0.0] * (b1 - b0)
+    sv = S[ext].tolist() + [0.0] * (b1 - b0)
+    h_first, h_delta = nd.h_first[hs].tolist(), nd.h_delta[hs].tolist()
+    h_after, h_since = gp.h_anchor_after[hs].tolist(), nd.h_since[hs].tolist()
+    h_tail, h_waits = gp.h_tail[hs].tolist(), nd.h_waits[hs].tolist()
+    h_join_after = nd.h_join_after[hs].tolist()
+    a_lat, a_gap, a_cross_lat = (gp.a_lat[acts].tolist(), nd.a_gap[acts].tolist(),
+                                 gp.a_cross_lat[acts].tolist())
+    a_dev_end, a_floor = gp.a_dev_end[acts].tolist(), gp.a_floor[acts].tolist()
+    a_start, a_dur = gp.a_start[acts].tolist(), nd.a_dur[acts].tolist()
+    neg_inf = -np.inf
+    q = n_ext  # this node's slot
+    kh = ka = 0  # its index among the block's host timepoints / device activities
+    for is_dev in dev.tolist():
+        if is_dev:
+            i = ka
+            ka += 1
+            ready = neg_inf
+            j = a_launch[i]
+            if j >= 0:
+                ready = v[j] + a_lat[i]
+            p = a_prev[i]
+            if p >= 0 and v[p] + a_gap[i] > ready:
+                ready = v[p] + a_gap[i]
+            c = a_cross[i]
+            if c >= 0 and v[c] + a_cross_lat[i] > ready:
+                ready = v[c] + a_cross_lat[i]
+            if ready == neg_inf:  # nothing it waits for is in the trace: it stays
+                s = a_start[i]
+            else:
+                d = a_dev[i]
+                if d >= 0:  # no further into another stream's work than recorded
+                    bound = v[d] if a_dev_end[i] else sv[d]
+                    if bound > ready:
+                        ready = bound
+                s = ready if ready > a_floor[i] else a_floor[i]
+            sv[q] = s
+            v[q] = s + a_dur[i]
+            q += 1
+            continue
+        i = kh
+        kh += 1
+        p = h_pred[i]
+        k = h_anchor[i]
+        if k >= 0:  # a burst on another thread: as long after the main thread's event
+            T = v[k] + h_after[i] - h_since[i]
+            if p >= 0 and v[p] > T:
+                T = v[p]
+        elif p < 0:  # a lane's first timepoint stays where it was
+            T = h_first[i]
+        else:
+            delta = h_delta[i]
+            T = v[p] + delta
+            r = h_rel[i]
+            if r >= 0:
+                # A sync returns when the device work it waited for is done, plus the
+                # call's own tail: its host part is at most that tail.
+                T = v[p] + min(delta, h_tail[i])
+                if h_waits[i]:
+                    T = max(T, v[r] + h_tail[i])
+            j = h_join[i]
+            if j >= 0:  # it waited for another thread's burst: it returns after it
+                T = max(v[p], v[j] + h_join_after[i])
+        v[q] = T
+        q += 1
+    V[b0:b1] = v[n_ext:]
+    S[b0:b1] = sv[n_ext:]
+
+
+def run(nd: Nodes, min_vector: int = MIN_VECTOR_NODES) -> np.ndarray:
+    """Every node's replayed value by position (host time, activity end), and the slot
+    past the end; stretches of ``min_vector`` nodes or more with numpy."""
+    n = nd.p.n
+    st = _State(nd, np.zeros(n + 1), np.zeros(n + 1))
+    tgt, src = _cut_edges(nd)
+    cuts = stretch_cuts(tgt, src).tolist()
+    bounds = sorted({0, n, *cuts})
+    b0 = 0  # start of the run of short stretches not yet replayed
+    for lo, hi in pairwise(bounds):
+        if hi - lo < min_vector:
+            continue
+        if b0 < lo:
+            _loop_block(st, b0, lo)
+        if not _vector_stretch(st, lo, hi):
+            _loop_block(st, lo, hi)
+        b0 = hi
+    if b0 < n:
+        _loop_block(st, b0, n)
+    return st.v
