@@ -131,12 +131,14 @@ def test_the_launch_queue_fields_read_each_step_a_fixed_number_of_times():
     assert 0 < touched["wide"] <= 1.1 * 10 * touched["base"], touched
 
 
-def test_all_step_fields_equal_the_fields_of_each_step(spans):
+def test_backlog_columns_equal_the_fields_of_each_step(spans):
     from tb_diagnostics.analysis.views.backlog import launch_backlog
+    from tb_diagnostics.report.launch_queue import backlog_columns
+    from tb_diagnostics.report.step_columns import with_columns
 
     a = spans["wide"]
     bl = launch_backlog(a)
-    fields = bl.all_step_fields()
+    fields = with_columns([{} for _ in range(len(bl))], backlog_columns(bl))
     assert fields == [bl.step_fields(k) for k in range(len(bl))]
     assert [f["backlog_trend"] for f in fields] == [bl.trend(k) for k in range(len(bl))]
     # The late kernels leave work queued at step ends: the trend is read, not all None.

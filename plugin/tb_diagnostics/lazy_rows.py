@@ -384,3 +384,27 @@ def with_values(rows: Sequence[dict[str, Any]], key: str,
     for k, v in values.items():
         rows[k][key] = v
     return rows
+
+
+def list_column(offsets: np.ndarray, flat: Sequence[Any]) -> _Packed:
+    """A column of lists: row i is ``flat[offsets[i]:offsets[i + 1]]`` (``offsets``: one
+    more than the rows, ascending from 0), packed with no list per row."""
+    return _Lists(np.asarray(offsets, dtype=np.int64), pack(flat))
+
+
+def masked_column(mask: np.ndarray, inner: Sequence[Any], fill: Any = None) -> _Packed:
+    """A column that is ``fill`` (None, or ABSENT: the row keeps its key as it is) where
+    ``mask`` is False and, in order, ``inner``'s values (one per True) elsewhere."""
+    mask = np.asarray(mask, dtype=bool)
+    return _Masked(mask, pack(inner), fill)
+
+
+def codes_column(codes: np.ndarray, table: Sequence[Any]) -> _Packed:
+    """A column of ``table[codes[i]]`` (``table``: distinct hashable values, strings),
+    packed from the codes with no value per row."""
+    col = _Codes(list(table))
+    if len(col.table) != len(table):
+        raise ValueError("codes_column: the table's values must be distinct")
+    col.codes = np.asarray(codes, dtype=col.codes.dtype)
+    col.n = int(col.codes.size)
+    return col

@@ -11,7 +11,16 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
-from tb_diagnostics.report.rounding import rounded
+from tb_diagnostics.lazy_rows import ABSENT, dict_column, list_column
+from tb_diagnostics.report.rounding import rounded_array
+from tb_diagnostics.report.step_columns import (
+    Layer,
+    flat_offsets,
+    labels_column,
+    set_columns,
+    strings_column,
+    where,
+)
 
 #: Segments each step's document lists (the longest); the rest are counted. Few: the
 #: tab's span document carries up to 2,000 steps.
@@ -42,26 +51,9 @@ def _us(x: float) -> float:
     return round(float(x), 3)
 
 
-def _names(analysis: SpanAnalysis, rows: np.ndarray) -> list[str | None]:
-    m = analysis.model
-    return [m.name_of(r) if r >= 0 else None for r in rows.tolist()]
-
-
 def _segments(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
-    cp = critical_paths(analysis)
-    rows = cp.row[idx]
-    ops = op_above(analysis, rows)
-    names, op_names = _names(analysis, rows), _names(analysis, ops)
-    # The row's lane, as the timeline labels it: the tab draws a segment whose event the
-    # timeline left out (its cap, Python frames) on that lane.
-    m = analysis.model
-    lanes = [m.lanes[int(m.lane[r])].label if r >= 0 else None for r in rows.tolist()]
-    # Rounded as columns (report.rounding): a million steps list five segments each.
-    return [{"kind": KIND_NAMES[k], "name": n, "row": r, "start_us": s, "dur_us": d,
-             "op": o, "lane": ln}
-            for k, n, r, s, d, o, ln in zip(cp.kind[idx].tolist(), names, rows.tolist(),
-                                            rounded(cp.start[idx], 3), rounded(cp.dur[idx], 3),
-                                            op_names, lanes, strict=True)]
+    """The segments ``idx`` of the span's paths as dicts (:func:`_segment_columns`)."""
+    return _segment_columns(analysis, idx).take(0, idx.size)
 
 
 def _by_op(analysis: SpanAnalysis, idx: np.ndarray) -> list[dict[str, Any]]:
@@ -134,58 +126,81 @@ def _ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
     return order[np.arange(g.size) - start < top]
 
 
-def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
-    """Per step: ``critical_path``, bounded, as :func:`critical_path_document` gives it
-    (with fewer segments and ops a step where the span has more steps than
-    :data:`SPAN_SEGMENTS` and :data:`SPAN_OPS` allow at the full count each); built for all
-    steps at once (a span of 50,000 steps took 7.4 s one step at a time)."""
+def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
+    """Per step of ``n`` (the span's windows): ``critical_path``, bounded, as
+    :func:`critical_path_document` gives it (with fewer segments and ops a step where the
+    span has more steps than :data:`SPAN_SEGMENTS` and :data:`SPAN_OPS` allow at the full
+    count each); built for all steps at once as columns, no dict per step (a span of
+    50,000 steps took 7.4 s one step at a time)."""
     cp = critical_paths(analysis)
     m = analysis.model
-    n_steps = cp.offsets.size - 1
-    counts = np.diff(cp.offsets)
+    n_steps = min(cp.offsets.size - 1, n)
+    end = int(cp.offsets[n_steps])  # the segments of those steps
+    counts = np.diff(cp.offsets[:n_steps + 1])
     step_of = np.repeat(np.arange(n_steps), counts)
+    dur = cp.dur[:end]
     top_segments = per_step_limit(n_steps, TOP_SEGMENTS, SPAN_SEGMENTS)
-    top = _ranked(step_of, cp.dur, top_segments)
-    segs = _segments(analysis, top)
-    seg_at = np.concatenate([[0], np.cumsum(np.minimum(counts, top_segments))]).tolist()
+    top = _ranked(step_of, dur, top_segments)  # by step, longest first
+    shown = np.minimum(counts, top_segments)
+    segments = list_column(flat_offsets(shown), _segment_columns(analysis, top))
     # The ops per step: time per (step, op name, kind), the most first.
-    ops = op_above(analysis, cp.row)
-    who = np.where(ops >= 0, ops, cp.row)
+    row = cp.row[:end]
+    ops = op_above(analysis, row)
+    who = np.where(ops >= 0, ops, row)
     ok = np.flatnonzero(who >= 0)
     n_k = len(KIND_NAMES)
     span = len(m.strings) * n_k
     key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
-           + cp.kind[ok].astype(np.int64))
+           + cp.kind[:end][ok].astype(np.int64))
     uniq, inv = np.unique(key, return_inverse=True)
-    total = np.bincount(inv, weights=cp.dur[ok])
+    total = np.bincount(inv, weights=dur[ok])
     count = np.bincount(inv)
     u_step = uniq // span
     best = _ranked(u_step, total, per_step_limit(n_steps, TOP_OPS, SPAN_OPS))
-    by_op: list[list[dict[str, Any]]] = [[] for _ in range(n_steps)]
-    rest_l = (uniq[best] % span).tolist()
-    for k, rest, us, c in zip(u_step[best].tolist(), rest_l, rounded(total[best], 3),
-                              count[best].tolist(), strict=True):
-        by_op[k].append({"op": m.strings[rest // n_k], "kind": KIND_NAMES[rest % n_k],
-                         "us": us, "segments": c})
-    # Each kind's column rounded at once; a dict per step from them.
-    by_kind = [dict(zip(KIND_NAMES, row, strict=True)) for row in
-               zip(*(rounded(cp.by_kind[:, j], 3) for j in range(len(KIND_NAMES))),
-                   strict=True)] if n_steps else []
-    totals = rounded(cp.by_kind.sum(axis=1), 3)
-    counts_l = counts.tolist()
-    for k, s in enumerate(steps[:n_steps]):
-        n = counts_l[k]
-        shown = seg_at[k + 1] - seg_at[k]
-        s["critical_path"] = {
-            "whole_path": False,
-            "total_us": totals[k],
-            "by_kind": by_kind[k],
-            "ended_by": cp.ended_by[k],
-            "segments": segs[seg_at[k]:seg_at[k + 1]],
-            "segments_total": n,
-            "segments_omitted": n - shown,
-            "by_op": by_op[k],
-        }
+    rest = uniq[best] % span
+    by_op = list_column(
+        flat_offsets(np.bincount(u_step[best], minlength=n_steps)),
+        dict_column(("op", "kind", "us", "segments"),
+                    [strings_column(rest // n_k, m.strings), labels_column(rest % n_k, KIND_NAMES),
+                     rounded_array(total[best], 3), count[best]], best.size))
+    by_kind = dict_column(KIND_NAMES, [rounded_array(cp.by_kind[:n_steps, j], 3)
+                                       for j in range(n_k)], n_steps)
+    path = dict_column(
+        ("whole_path", "total_us", "by_kind", "ended_by", "segments", "segments_total",
+         "segments_omitted", "by_op"),
+        [np.zeros(n_steps, dtype=bool), rounded_array(cp.by_kind[:n_steps].sum(axis=1), 3),
+         by_kind, cp.ended_by[:n_steps], segments, counts, counts - shown, by_op], n_steps)
+    # Steps past the path's (none in practice) have no key, as before.
+    return (("critical_path",),
+            [path if n_steps == n else where(np.arange(n) < n_steps, path, ABSENT)])
+
+
+def _segment_columns(analysis: SpanAnalysis, idx: np.ndarray) -> Any:
+    """The segments ``idx`` of the span's paths (``cp.row`` etc.'s indices) as a column of
+    dicts: kind, name, model row, start, duration, the op above, the lane; rounded as
+    columns (a million steps list a segment each)."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    rows = cp.row[idx]
+    ok = rows >= 0
+    names = np.where(ok, m.name[np.maximum(rows, 0)], -1)
+    ops = op_above(analysis, rows)
+    op_names = np.where(ops >= 0, m.name[np.maximum(ops, 0)], -1)
+    # The row's lane, as the timeline labels it: the tab draws a segment whose event the
+    # timeline left out (its cap, Python frames) on that lane.
+    lane = m.lane[np.maximum(rows, 0)].astype(np.int64)
+    lanes = np.where(ok, lane % max(len(m.lanes), 1), -1)  # a list's index, as it was
+    return dict_column(
+        ("kind", "name", "row", "start_us", "dur_us", "op", "lane"),
+        [labels_column(cp.kind[idx], KIND_NAMES), strings_column(names, m.strings), rows,
+         rounded_array(cp.start[idx], 3), rounded_array(cp.dur[idx], 3),
+         strings_column(op_names, m.strings),
+         strings_column(lanes, [ln.label for ln in m.lanes])], idx.size)
+
+
+def add_critical_path(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+    """Set ``critical_path`` (:func:`critical_path_columns`) on every step document."""
+    set_columns(steps, critical_path_columns(analysis, len(steps)))
 
 
 def _pct(part: float, whole: float) -> str:

@@ -6,7 +6,7 @@ and of the tab's routes (documented in the README); add keys, never rename.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis, StepWindow
@@ -15,16 +15,16 @@ from tb_diagnostics.analysis.path_clause import verdict_paths
 from tb_diagnostics.analysis.steps import NO_ITERATIONS
 from tb_diagnostics.analysis.views.comm import distributed_section, step_comm
 from tb_diagnostics.analysis.views.warmth import step_walls, stub_note
-from tb_diagnostics.lazy_rows import LazyRows, Recorder
 from tb_diagnostics.logdir import LogDir, Run, SpanFile
-from tb_diagnostics.report.critical_path import add_critical_path
+from tb_diagnostics.report.critical_path import critical_path_columns
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
-from tb_diagnostics.report.host_work import add_host_work
+from tb_diagnostics.report.host_work import host_work_columns
 from tb_diagnostics.report.launch_queue import add_launch_queue
-from tb_diagnostics.report.roofline import add_step_roofline, roofline_section
-from tb_diagnostics.report.step_documents import add_comm, step_documents
-from tb_diagnostics.report.step_flags import add_flag_reasons
+from tb_diagnostics.report.roofline import roofline_section, step_roofline_columns
+from tb_diagnostics.report.step_columns import Layer
+from tb_diagnostics.report.step_documents import comm_columns, step_documents
+from tb_diagnostics.report.step_flags import flag_reason_columns
 from tb_diagnostics.report.whatif import whatif_section
 from tb_diagnostics.rules import run_rules
 
@@ -66,26 +66,14 @@ def step_document(w: StepWindow) -> dict[str, Any]:
     }
 
 
-def _add_comm(steps: Sequence[Any], analysis: SpanAnalysis) -> None:
-    """Per step: communication time, the part compute does not hide, the overlap ratio."""
-    add_comm(steps, step_comm(analysis))  # every step at once (report.step_documents)
-
-
-def _add_cold(steps: Sequence[Any], analysis: SpanAnalysis) -> None:
+def _cold_columns(analysis: SpanAnalysis, n: int) -> Layer:
     """Per step: whether it ran cold, as the analysis decided it (``views.warmth``): the
     one field the headline, the what-if, the compare and the tab's chart read; and
     whether it is the profiler's trailing stub (``stub``: neither warm nor cold)."""
     sw = step_walls(analysis)
-    for s, cold, stub in zip(steps, sw.cold.tolist(), sw.stub.tolist(), strict=True):
-        s["cold"] = bool(cold)
-        s["stub"] = bool(stub)
-
-
-def _layer(steps: LazyRows, add: Callable[..., None], *args: Any) -> LazyRows:
-    """``steps`` with the keys ``add`` (written for a list of step dicts) sets on them."""
-    rec = Recorder(steps)
-    add(rec, *args)
-    return rec.result()
+    if sw.cold.shape[0] != n:
+        raise ValueError(f"{sw.cold.shape[0]} windows' warmth for {n} steps")
+    return ("cold", "stub"), [sw.cold.astype(bool), sw.stub.astype(bool)]
 
 
 def span_document(f: SpanFile, analysis: SpanAnalysis | None,
@@ -113,20 +101,21 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
         return doc
     model = analysis.model
     doc["device"] = {"kind": model.device_kind, "name": model.device_name}
-    # From the window columns in one pass (a span may hold a million steps).
-    # A LazyRows (tb_diagnostics.lazy_rows): packed columns, each step's dict made when read; each
-    # add_* sets its keys through a Recorder, one more layer of columns.
+    # From the window columns in one pass (a span may hold a million steps): a LazyRows
+    # (tb_diagnostics.lazy_rows) of packed columns, each step's dict made when read; each
+    # layer below computes its keys for every step at once, one more layer of columns.
     steps = step_documents(analysis)
-    steps = _layer(steps, _add_comm, analysis)
-    steps = _layer(steps, add_step_roofline, analysis)
+    n = len(steps)
+    steps = steps.with_layer(*comm_columns(step_comm(analysis), n))
+    steps = steps.with_layer(*step_roofline_columns(analysis, n))
     doc["roofline"] = roofline_section(analysis)
     doc["distributed"] = distributed_section(analysis, f.relpath.rsplit("/", 1)[-1])
-    steps = _layer(steps, _add_cold, analysis)
-    steps = _layer(steps, add_critical_path, analysis)  # what each step's end waits on
-    steps = _layer(steps, add_host_work, analysis)  # the launch cause's host work
+    steps = steps.with_layer(*_cold_columns(analysis, n))
+    steps = steps.with_layer(*critical_path_columns(analysis, n))  # what each end waits on
+    steps = steps.with_layer(*host_work_columns(analysis, n))  # the launch cause's host work
     findings = run_rules(analysis)
     # Why a step is flagged artefact (analysis.views.step_flags), for every reader.
-    steps = _layer(steps, add_flag_reasons, analysis, findings)
+    steps = steps.with_layer(*flag_reason_columns(analysis, findings, n))
     doc["steps"] = steps
     doc["findings"] = [f.to_dict() for f in findings]
     verdict = span_verdict(analysis)
@@ -156,9 +145,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
             f"of at least {analysis.thresholds.cpu_heavy_self_us:g} µs"
         )
-    doc["steps"] = Recorder(steps)
     add_launch_queue(doc, analysis)  # the launch queue per step, activity coverage
-    doc["steps"] = doc["steps"].result()
     doc["notes"].extend(doc["roofline"]["notes"])
     doc["notes"].extend(model.warnings)
     return doc

@@ -38,7 +38,8 @@ from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.views.op_costs import op_costs
 from tb_diagnostics.analysis.views.roofline import GroupFigures, roofline
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.report.rounding import rounded
+from tb_diagnostics.report.rounding import rounded_array
+from tb_diagnostics.report.step_columns import Layer, set_columns, where
 
 #: Op groups listed (the chart's points), busiest first; the rest are counted.
 MAX_OPS = 300
@@ -166,33 +167,35 @@ def _unowned_words(name: str | None) -> tuple[str, str]:
             "the trace holds no launch call for it, so no op's shapes say what it computes")
 
 
-def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
-    """Per step: FLOPs, achieved TFLOP/s, FLOP utilisation and the split of busy time;
-    from the window columns, every step at once (``step_utilisation``'s figures)."""
+def step_roofline_columns(analysis: SpanAnalysis, n: int) -> Layer:
+    """Per step of ``n``: FLOPs, achieved TFLOP/s, FLOP utilisation, its precision and the
+    split of busy time; from the window columns, every step at once as columns
+    (``step_utilisation``'s figures)."""
     rf = roofline(analysis)
     cols = analysis.windows.columns
-    n = len(steps)
     wall = cols.wall_us[:n]
     flops = np.asarray(rf.step_flops[:n], dtype=np.float64)
     pos = wall > 0
     achieved = np.zeros(n)
     np.divide(flops, wall * 1e6, out=achieved, where=pos)
     # Four significant digits by the format itself (a zero, most steps, is 0.0).
-    achieved_l = [0.0] * n
+    achieved_l = np.zeros(n)
     for k in np.flatnonzero(achieved != 0).tolist():
         achieved_l[k] = _sig(achieved[k])
-    peaks = {p: rf.peak(p) for p in set(rf.step_precision[:n])}
-    util: list[float | None] = [None] * n
-    has_util = [k for k in np.flatnonzero(pos & (flops > 0)).tolist()
-                if peaks[rf.step_precision[k]]]
-    if has_util:
-        at = np.asarray(has_util, dtype=np.int64)
-        peak = np.asarray([peaks[rf.step_precision[k]] for k in has_util], dtype=np.float64)
-        for k, u in zip(has_util, rounded(achieved[at] / peak, 6), strict=True):
-            util[k] = u
-    flops_l = np.rint(flops).astype(np.int64).tolist()
-    for k in np.flatnonzero(~(np.abs(flops) < 2.0 ** 52)).tolist():
-        flops_l[k] = round(float(flops[k]))  # past int64's exact range: Python's round
+    precision = rf.step_precision[:n]
+    peaks = {p: rf.peak(p) for p in set(precision)}
+    has_util = [k for k in np.flatnonzero(pos & (flops > 0)).tolist() if peaks[precision[k]]]
+    at = np.asarray(has_util, dtype=np.int64)
+    peak = np.asarray([peaks[precision[k]] for k in has_util], dtype=np.float64)
+    util_mask = np.zeros(n, dtype=bool)
+    util_mask[at] = True
+    util = where(util_mask, rounded_array(achieved[at] / peak, 6))
+    huge = ~(np.abs(flops) < 2.0 ** 52)
+    flops_c: Any = np.rint(flops).astype(np.int64)
+    if huge.any():  # past int64's exact range: Python's round
+        flops_c = flops_c.tolist()
+        for k in np.flatnonzero(huge).tolist():
+            flops_c[k] = round(float(flops[k]))
     if rf.step_busy_compute_us is None:
         none = [None] * n
         busy_c = busy_m = unmodelled = none
@@ -200,18 +203,16 @@ def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> No
         c = np.asarray(rf.step_busy_compute_us[:n], dtype=np.float64)
         m_ = np.asarray(rf.step_busy_memory_us[:n], dtype=np.float64)
         rest = cols.device_busy_us[:n] - c - m_
-        busy_c, busy_m = rounded(c, 3), rounded(m_, 3)
-        unmodelled = rounded(np.where(rest < 0.0, 0.0, rest), 3)  # max(rest, 0.0)
-    for s, f, a, u, p, bc, bm, bu in zip(steps, flops_l, achieved_l, util,
-                                         rf.step_precision[:n], busy_c, busy_m, unmodelled,
-                                         strict=True):
-        s["flops"] = f
-        s["achieved_tflops"] = a
-        s["flop_utilisation"] = u
-        s["flop_precision"] = p
-        s["busy_compute_bound_us"] = bc
-        s["busy_memory_bound_us"] = bm
-        s["busy_unmodelled_us"] = bu
+        busy_c, busy_m = rounded_array(c, 3), rounded_array(m_, 3)
+        unmodelled = rounded_array(np.where(rest < 0.0, 0.0, rest), 3)  # max(rest, 0.0)
+    return (("flops", "achieved_tflops", "flop_utilisation", "flop_precision",
+             "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"),
+            [flops_c, achieved_l, util, list(precision), busy_c, busy_m, unmodelled])
+
+
+def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:
+    """Set :func:`step_roofline_columns`' keys on every step document."""
+    set_columns(steps, step_roofline_columns(analysis, len(steps)))
 
 
 def top_losses(span: dict[str, Any], n: int = 5) -> list[dict[str, Any]]:

@@ -12,7 +12,12 @@ _LARGE = 2.0 ** 50
 
 
 def rounded(values: np.ndarray, digits: int) -> list[float]:
-    """``[round(float(x), digits) for x in values]``, in a few numpy passes.
+    """``[round(float(x), digits) for x in values]``, in a few numpy passes."""
+    return rounded_array(values, digits).tolist()
+
+
+def rounded_array(values: np.ndarray, digits: int) -> np.ndarray:
+    """:func:`rounded` as a float64 array (a step document's column packs it as it is).
 
     numpy rounds ``x`` as ``rint(x * 10**d) / 10**d``; Python rounds the exact value of
     ``x``, half to even. The division is correctly rounded either way, so the two agree
@@ -23,7 +28,7 @@ def rounded(values: np.ndarray, digits: int) -> list[float]:
     x = np.asarray(values, dtype=np.float64)
     scale = 10.0 ** digits
     t = x * scale
-    out = (np.rint(t) / scale).tolist()
+    out = np.rint(t) / scale
     with np.errstate(invalid="ignore"):
         near_half = np.abs(t - np.floor(t) - 0.5) <= np.abs(t) * 2.0 ** -50 + 2.0 ** -60
         risky = near_half | ~(np.abs(t) < _LARGE)

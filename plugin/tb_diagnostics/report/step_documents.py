@@ -16,14 +16,39 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.comm import StepComm
 from tb_diagnostics.analysis.window_columns import WindowColumns
-from tb_diagnostics.lazy_rows import LazyRows, dict_column
+from tb_diagnostics.lazy_rows import LazyRows, dict_column, list_column
 from tb_diagnostics.report.headline import compile_reason
-from tb_diagnostics.report.rounding import rounded
+from tb_diagnostics.report.rounding import rounded_array
+from tb_diagnostics.report.step_columns import (
+    Layer,
+    flat_offsets,
+    labels_column,
+    set_columns,
+    where,
+)
 
 
 def _ratio(part: np.ndarray, wall: np.ndarray) -> np.ndarray:
     """``part / wall`` where the wall is positive, else 0 (``StepWindow.device_busy``)."""
     return np.divide(part, wall, out=np.zeros(wall.shape[0]), where=wall > 0)
+
+
+#: The flags a window's own columns give, in the order :func:`_flags` lists them.
+FLAGS = ("inferred", "compiling", "artefact")
+
+
+def _flags(c: WindowColumns) -> Any:
+    """Every window's ``flags`` (:meth:`WindowColumns.flags_of`: inferred, compiling,
+    artefact, in that order) as a list column: offsets and codes, no list per window."""
+    n = len(c)
+    has = np.zeros((n, len(FLAGS)), dtype=bool)
+    has[:, 0] = c.inferred
+    has[:, 1] = c.compiling
+    if 0 <= c.stub < n:
+        has[c.stub, 2] = True
+    _, code = np.nonzero(has)  # row-major: each window's flags in FLAGS' order
+    return list_column(flat_offsets(has.sum(axis=1)), labels_column(code, FLAGS))
+
 
 
 def step_documents(analysis: SpanAnalysis) -> LazyRows:
@@ -33,21 +58,22 @@ def step_documents(analysis: SpanAnalysis) -> LazyRows:
     c: WindowColumns = analysis.windows.columns
     n = len(c)
     wall = c.end - c.start
-    step = c.step.tolist() if c.has_steps else [None] * n
+    step = c.step if c.has_steps else [None] * n
     idle_keys = [f"{k}_us" for k in c.idle]
-    idle_cols = [rounded(v, 3) for v in c.idle.values()]
+    idle_cols = [rounded_array(v, 3) for v in c.idle.values()]
     idle = dict_column(idle_keys, idle_cols, n)
-    reason: list[str | None] = [None] * n
-    for k in np.flatnonzero(c.verdict_by == "compilation").tolist():
-        reason[k] = compile_reason(float(c.idle["compile"][k]), float(wall[k]))
-    self_dev = [None] * n if c.self_device_us is None else rounded(c.self_device_us, 3)
-    cols = (step, rounded(c.start, 3), rounded(c.host_start, 3), rounded(c.host_end, 3),
-            rounded(wall, 3), rounded(c.device_busy_us, 3),
-            rounded(_ratio(c.device_busy_us, wall), 6), rounded(c.compute_busy_us, 3),
-            rounded(_ratio(c.compute_busy_us, wall), 6),
-            rounded(c.exposed_collective_us, 3), idle, c.verdict.tolist(), reason,
-            c.main_idle_cause.tolist(), rounded(c.self_cpu_us, 3), self_dev,
-            c.ops.tolist(), c.kernels.tolist(), c.flag_lists())
+    compiling = c.verdict_by == "compilation"
+    reason = where(compiling, [compile_reason(float(c.idle["compile"][k]), float(wall[k]))
+                               for k in np.flatnonzero(compiling).tolist()])
+    self_dev = [None] * n if c.self_device_us is None else rounded_array(c.self_device_us, 3)
+    cols = (step, rounded_array(c.start, 3), rounded_array(c.host_start, 3),
+            rounded_array(c.host_end, 3), rounded_array(wall, 3),
+            rounded_array(c.device_busy_us, 3),
+            rounded_array(_ratio(c.device_busy_us, wall), 6), rounded_array(c.compute_busy_us, 3),
+            rounded_array(_ratio(c.compute_busy_us, wall), 6),
+            rounded_array(c.exposed_collective_us, 3), idle, c.verdict.tolist(), reason,
+            c.main_idle_cause.tolist(), rounded_array(c.self_cpu_us, 3), self_dev,
+            c.ops, c.kernels, _flags(c))
     keys = ("step", "start_us", "host_start_us", "host_end_us", "wall_us", "device_busy_us",
             "device_busy", "compute_busy_us", "compute_busy", "exposed_collective_us", "idle",
             "verdict", "verdict_reason", "main_idle_cause", "self_cpu_us", "self_device_us",
@@ -55,10 +81,9 @@ def step_documents(analysis: SpanAnalysis) -> LazyRows:
     return LazyRows.from_columns(keys, cols, n)
 
 
-def add_comm(steps: Sequence[Any], sc: StepComm) -> None:
+def comm_columns(sc: StepComm, n: int) -> Layer:
     """Per step: communication time, the part compute does not hide, the overlap ratio
-    (``StepComm.overlap``, rounded to 6 digits), for every step at once."""
-    n = len(steps)
+    (``StepComm.overlap``, rounded to 6 digits; None without communication)."""
     comm = np.asarray(sc.comm_us[:n], dtype=np.float64)
     exposed = np.asarray(sc.exposed_us[:n], dtype=np.float64)
     has = comm > 0
@@ -67,9 +92,10 @@ def add_comm(steps: Sequence[Any], sc: StepComm) -> None:
     # max(0, min(1, ov)) as Python evaluates it (a NaN share reads 1).
     ov = np.where(ov < 1.0, ov, 1.0)
     ov = np.where(ov > 0.0, ov, 0.0)
-    ov_l = rounded(ov, 6)
-    for s, cu, eu, o, h in zip(steps, rounded(comm, 3), rounded(exposed, 3), ov_l,
-                               has.tolist(), strict=True):
-        s["comm_us"] = cu
-        s["exposed_comm_us"] = eu
-        s["overlap"] = o if h else None
+    return (("comm_us", "exposed_comm_us", "overlap"),
+            [rounded_array(comm, 3), rounded_array(exposed, 3), where(has, rounded_array(ov, 6))])
+
+
+def add_comm(steps: Sequence[Any], sc: StepComm) -> None:
+    """Set :func:`comm_columns`' keys on every step document of a list."""
+    set_columns(steps, comm_columns(sc, len(steps)))

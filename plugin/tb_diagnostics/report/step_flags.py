@@ -14,8 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.step_flags import ArtefactFinding, ArtefactFlag, artefact_flags
+from tb_diagnostics.lazy_rows import dict_column
+from tb_diagnostics.report.step_columns import Layer, set_columns, where
 from tb_diagnostics.rules._util import fmt_us
 
 #: The reason on the stub step a mid-cycle stop leaves (``views.warmth``).
@@ -36,10 +40,21 @@ def artefact_words(flag: ArtefactFlag) -> str:
             f"({100 * flag.share:.1f}%) is the profiler's own time; its verdict leaves it out")
 
 
+def flag_reason_columns(analysis: SpanAnalysis, findings: Iterable[ArtefactFinding],
+                        n: int) -> Layer:
+    """``flag_why`` of every step of ``n`` (one per window of ``analysis``) as a column:
+    the flagged steps' ``{"artefact": words}``, None elsewhere."""
+    why: dict[int, str] = {}
+    for flag in artefact_flags(analysis, findings):
+        why[range(n)[flag.index]] = artefact_words(flag)  # a later flag of a step wins
+    at = np.asarray(sorted(why), dtype=np.int64)
+    mask = np.zeros(n, dtype=bool)
+    mask[at] = True
+    words = dict_column(("artefact",), [[why[k] for k in at.tolist()]], at.size)
+    return ("flag_why",), [where(mask, words)]
+
+
 def add_flag_reasons(steps: list[dict[str, Any]], analysis: SpanAnalysis,
                      findings: Iterable[ArtefactFinding]) -> None:
     """Set ``flag_why`` on every step document of ``analysis`` (one per window)."""
-    for s in steps:
-        s["flag_why"] = None
-    for flag in artefact_flags(analysis, findings):
-        steps[flag.index]["flag_why"] = {"artefact": artefact_words(flag)}
+    set_columns(steps, flag_reason_columns(analysis, findings, len(steps)))

@@ -50,6 +50,8 @@ DRAIN_SHARE = 0.5
 #: The queued work changes by at least this share of the step's host time to be
 #: growing or draining rather than steady.
 TREND_SHARE = 0.1
+#: :meth:`LaunchBacklog.trend`'s words, in :meth:`LaunchBacklog.trend_codes`' order.
+TRENDS = ("growing", "draining", "steady")
 
 
 @dataclass(frozen=True)
@@ -120,28 +122,17 @@ class LaunchBacklog:
             return "draining"
         return "steady"
 
-    def trends(self) -> list[str | None]:
-        """:meth:`trend` of every step, from the columns at once (one pass, not a pass over
-        every step per step)."""
+    def trend_codes(self) -> np.ndarray:
+        """:meth:`trend` of every step as its index in :data:`TRENDS` (-1: None), from the
+        columns at once (one pass, not a pass over every step per step)."""
         idle = (self.backlog_start_us <= 0) & (self.backlog_end_us <= 0)
         draining = -self.change_us >= TREND_SHARE * self.host_period_us
-        label = np.where(self.device_limited, "growing",
-                         np.where(draining, "draining", "steady"))
-        return [None if i else t for i, t in zip(idle.tolist(), label.tolist(), strict=True)]
+        code = np.where(self.device_limited, 0, np.where(draining, 1, 2))
+        return np.where(idle, -1, code)
 
-    def all_step_fields(self) -> list[dict[str, object]]:
-        """:meth:`step_fields` of every step: the columns computed once, one dict a step."""
-        queue = self.launch_queue_us.tolist()
-        cols = zip(self.backlog_start.tolist(), self.backlog_end.tolist(),
-                   self.backlog_start_us.tolist(), self.backlog_end_us.tolist(), self.trends(),
-                   queue, self.host_period_us.tolist(), self.device_work_us.tolist(),
-                   self.host_blocked_us.tolist(), self.host_limited.tolist(), strict=True)
-        return [{"backlog_start": int(b0), "backlog_end": int(b1),
-                 "backlog_start_us": round(u0, 3), "backlog_end_us": round(u1, 3),
-                 "backlog_trend": trend, "launch_queue_us": None if q != q else round(q, 3),
-                 "host_period_us": round(period, 3), "device_work_us": round(work, 3),
-                 "host_blocked_us": round(blocked, 3), "host_limited": bool(limited)}
-                for b0, b1, u0, u1, trend, q, period, work, blocked, limited in cols]
+    def trends(self) -> list[str | None]:
+        """:meth:`trend` of every step (:meth:`trend_codes`' words)."""
+        return [TRENDS[c] if c >= 0 else None for c in self.trend_codes().tolist()]
 
     def step_fields(self, k: int) -> dict[str, object]:
         """The step document's keys for window ``k``."""
