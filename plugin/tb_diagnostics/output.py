@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from tb_diagnostics.lazy_json import encodable
 from tb_diagnostics.lazy_rows import CHUNK, LazyRows
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -105,7 +106,7 @@ def _with_placeholders(obj: Any, nonce: str, lazies: list[LazyRows]) -> Any:
         out = {k: _with_placeholders(v, nonce, lazies) for k, v in obj.items()}
         return obj if all(out[k] is v for k, v in obj.items()) else out
     if t is list or t is tuple:
-        if all(type(v) in _SCALARS for v in obj):
+        if _SCALARS.issuperset(map(type, obj)):
             return obj
         items = [_with_placeholders(v, nonce, lazies) for v in obj]
         return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
@@ -114,18 +115,46 @@ def _with_placeholders(obj: Any, nonce: str, lazies: list[LazyRows]) -> Any:
 
 def _list_chunks(rows: LazyRows, pad: bytes, rows_per_chunk: int) -> Iterator[bytes]:
     """The JSON of ``rows`` indented by 2 as msgspec.json.format puts a list whose line
-    starts with ``pad``: each chunk's formatted list without its brackets, shifted."""
+    starts with ``pad``: each chunk's formatted list without its brackets."""
     if not len(rows):
         yield b"[]"
         return
     yield b"[\n"
-    newline = b"\n" + pad
-    for k, chunk in enumerate(rows.chunks(rows_per_chunk)):
-        body = encode_json(chunk, indent=2)  # b"[\n  {...},\n  {...}\n]"
+    for k, lo in enumerate(range(0, len(rows), rows_per_chunk)):
         if k:
             yield b",\n"
-        yield pad + body[2:-2].replace(b"\n", newline) if pad else body[2:-2]
-    yield newline + b"]"
+        yield _chunk_json(rows, lo, min(lo + rows_per_chunk, len(rows)), pad)
+    yield b"\n" + pad + b"]"
+
+
+def _chunk_json(rows: LazyRows, lo: int, hi: int, pad: bytes) -> bytes:
+    """Rows lo..hi-1 as msgspec.json.format writes them as items of a list at ``pad``.
+
+    msgspec formats the chunk nested in as many lists as the pad has indents, so its rows
+    come out indented where they stand (not shifted after: a pass over every byte); the
+    nesting's brackets, (depth + 1) * (depth + 2) bytes each side, are cut off.
+    """
+    depth, odd = divmod(len(pad), 2)
+    if odd or pad.strip(b" "):  # not msgspec's indent: format flat, then shift
+        body = _chunk_json(rows, lo, hi, b"")
+        return pad + body.replace(b"\n", b"\n" + pad)
+    cut = (depth + 1) * (depth + 2)
+    # The rows as msgspec Structs from the columns (lazy_json), else as their dicts.
+    values = encodable(rows, lo, hi)
+    if values is not None:
+        try:
+            body = msgspec.json.encode(_nested(values, depth), enc_hook=_lazy_rows_as_list)
+        except (TypeError, ValueError, NotImplementedError, msgspec.EncodeError):
+            pass  # a lone surrogate, a value msgspec refuses: the dicts say it as before
+        else:
+            return msgspec.json.format(body, indent=2)[cut:-cut]
+    return encode_json(_nested(rows.rows(lo, hi), depth), indent=2)[cut:-cut]
+
+
+def _nested(values: list[Any], depth: int) -> list[Any]:
+    for _ in range(depth):
+        values = [values]
+    return values
 
 
 def _lazy_rows_as_list(obj: Any) -> Any:
@@ -191,7 +220,7 @@ class _Placeholders:
                     for k, v in obj.items()}
         if t is list or t is tuple:
             # A list of numbers (a column, a timeline) holds no string: keep it whole.
-            if all(type(v) in _SCALARS for v in obj):
+            if _SCALARS.issuperset(map(type, obj)):
                 return obj
             return [self.walk(v) for v in obj]
         return obj
