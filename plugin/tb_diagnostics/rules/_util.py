@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -45,9 +46,44 @@ def fmt_pct(x: float) -> str:
 
 
 def step_numbers(analysis: SpanAnalysis, windows: Iterable[int]) -> list[int | None]:
-    """Step numbers of window indices (sorted, unique; None for a span without steps)."""
-    ws = analysis.windows
-    return [ws[k].step for k in sorted({int(k) for k in windows if 0 <= int(k) < len(ws)})]
+    """Step numbers of window indices (sorted, unique; None for a span without steps),
+    from the windows' step column (not a window view per index: they can be every step)."""
+    c = analysis.windows.columns
+    idx = (windows.ravel().astype(np.int64) if isinstance(windows, np.ndarray)
+           else np.asarray([int(k) for k in windows], dtype=np.int64))
+    idx = np.unique(idx[(idx >= 0) & (idx < len(c))])
+    return c.step[idx].tolist() if c.has_steps else [None] * int(idx.shape[0])
+
+
+def all_steps(analysis: SpanAnalysis) -> list[int | None]:
+    """Every window's step number (None for a span without steps), from the column."""
+    return analysis.windows.columns.step_list()
+
+
+def busy_share(busy_us: np.ndarray, wall_us: np.ndarray) -> np.ndarray:
+    """``busy / wall`` per window, 0 where the wall is not positive (``StepWindow``'s
+    ``device_busy``/``compute_busy``, every window at once: the same floats)."""
+    wall = np.asarray(wall_us, dtype=np.float64)
+    return np.divide(np.asarray(busy_us, dtype=np.float64), wall, out=np.zeros_like(wall),
+                     where=wall > 0)
+
+
+def name_ids_matched(analysis: SpanAnalysis, pattern: re.Pattern[str]) -> np.ndarray:
+    """The ids of the model's strings that ``pattern.match``es (at their start): the
+    model's ``name_ids_matching`` (one pass over every string, kept per pattern) of the
+    pattern anchored with ``^``; a ``match`` per string where it cannot be anchored so
+    (under MULTILINE ``^`` would match after a newline too)."""
+    m = analysis.model
+    anchored = None
+    if not pattern.flags & re.MULTILINE:
+        try:
+            anchored = re.compile(f"^(?:{pattern.pattern})", pattern.flags)
+        except re.error:  # e.g. inline global flags, which must come first
+            anchored = None
+    if anchored is None:
+        return np.asarray([i for i, s in enumerate(m.strings) if pattern.match(s)],
+                          dtype=np.int32)
+    return m.name_ids_matching(anchored)
 
 
 def steps_text(steps: Sequence[int | None]) -> str:
@@ -119,8 +155,8 @@ class WarmSteps:
         return "per step" if self.has_steps else "in the span"
 
     def steps(self, analysis: SpanAnalysis) -> list[int | None]:
-        steps = analysis.windows.columns.step_list()  # the column, not a view per window
-        return [steps[k] for k in self.index.tolist()]
+        c = analysis.windows.columns  # the column, not a view per window
+        return c.step[self.index].tolist() if c.has_steps else [None] * int(self.index.size)
 
     def in_warm(self, window: np.ndarray) -> np.ndarray:
         """Which of these window indices (-1: outside steps) are warm."""

@@ -118,8 +118,7 @@ def _under(analysis: SpanAnalysis, op_of: np.ndarray, rows: np.ndarray) -> np.nd
 
 def _is_copy_kernel(analysis: SpanAnalysis, acts: np.ndarray) -> np.ndarray:
     m = analysis.model
-    ids = [i for i, s in enumerate(m.strings) if _COPY_KERNEL.search(s)]
-    return np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
+    return np.isin(m.name[acts], m.name_ids_matching(_COPY_KERNEL))
 
 
 RULE = Rule(id="addmm-fusion", title="addmm: dispatcher-level fusion", severity="info",

@@ -55,6 +55,7 @@ from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.rules._util import (
     evidence_rows,
     fmt_us,
+    name_ids_matched,
     step_numbers,
     steps_text,
     warm_steps,
@@ -169,7 +170,7 @@ def _too_small(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         inside = ops[_inside(analysis, ops, entries)]
         markers = np.concatenate([entries, cv.lookups, cv.wrappers])
         inside = inside[~np.isin(inside, markers)]
-        inside = inside[[not _WRAPPER.match(m.name_of(r)) for r in inside.tolist()]]
+        inside = inside[~np.isin(m.name[inside], name_ids_matched(analysis, _WRAPPER))]
         w = window_of_rows(analysis, inside)
         work = np.bincount(w[w >= 0], weights=m.self_time(inside)[w >= 0], minlength=n)
         what = "CPU time in its ops"
@@ -184,9 +185,10 @@ def _too_small(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         work = np.bincount(aw[ok], weights=m.dur[acts][ok], minlength=n)
         what = "device time"
     cw = window_of_rows(analysis, cv.compiles)
-    compiling = set(cw[cw >= 0].tolist())
+    compiling = np.zeros(n, dtype=bool)
+    compiling[cw[(cw >= 0) & (cw < n)]] = True
     warm = warm_steps(analysis).mask
-    steps_idx = [k for k in range(n) if host[k] > 0 and k not in compiling and warm[k]]
+    steps_idx = np.flatnonzero((host[:n] > 0) & ~compiling & warm).tolist()
     if not steps_idx:
         return []
     h = float(np.median(host[steps_idx]))

@@ -29,7 +29,14 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.compiled import compiled_view, per_window_time
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.rules._util import MAX_EVIDENCE, evidence_rows, fmt_us, steps_text
+from tb_diagnostics.rules._util import (
+    MAX_EVIDENCE,
+    all_steps,
+    evidence_rows,
+    fmt_us,
+    step_numbers,
+    steps_text,
+)
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -55,7 +62,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if entries.size:
         per = np.bincount(win[win >= 0], minlength=n_win)
         host = per_window_time(analysis, entries)
-        ran = [windows[k].step for k in range(len(windows)) if per[k] > 0]
+        ran = step_numbers(analysis, np.flatnonzero(per[:len(windows)] > 0))
         parts.append(f"{', '.join(kinds[:4])}{' …' if len(kinds) > 4 else ''} ran in "
                      f"{steps_text(ran) if ran else 'no step'} ({per.max()} call(s) and "
                      f"{fmt_us(host.max())} of host time in the busiest step)")
@@ -68,7 +75,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if cv.fx_graphs.size:
         hashes = {m.name_of(r) for r in cv.fx_graphs.tolist()}
         parts.append(f"{len(hashes)} distinct CompiledFxGraph hash(es)")
-    steps = ran or [w.step for w in windows]
+    steps = ran or all_steps(analysis)
     ev = evidence_rows(analysis, _first_per_window(entries, win), "compiled code runs here",
                        limit=MAX_EVIDENCE - 2)
     ev += evidence_rows(analysis, cv.triton[:2], "an Inductor-generated kernel", limit=2)

@@ -35,6 +35,7 @@ from tb_diagnostics.rules._util import (
     fmt_pct,
     fmt_us,
     replayed_saving,
+    step_numbers,
     steps_text,
     warm_steps,
 )
@@ -54,8 +55,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if not windows or not analysis.input_rows.size:
         return []
     warm = warm_steps(analysis)
-    wall = np.asarray([windows[k].wall_us for k in warm.index.tolist()])
-    idle = np.asarray([windows[k].idle["input"] for k in warm.index.tolist()])
+    wall = windows.columns.wall_us[warm.index].astype(np.float64)
+    idle = windows.columns.idle["input"][warm.index].astype(np.float64)
     if wall.sum() <= 0:
         return []
     share = float(idle.sum() / wall.sum())
@@ -84,7 +85,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                    f"{fmt_us(per_step)} of {fmt_us(wall.sum())}.{how}")
     win = window_of_rows(analysis, rows)
     win = win[warm.in_warm(win)]
-    in_steps = sorted({windows[k].step for k in win.tolist()}, key=lambda s: s or 0)
+    in_steps = sorted(set(step_numbers(analysis, win)), key=lambda s: s or 0)
     named = in_steps or steps
     return [Finding(
         rule=RULE.id, severity="critical" if share >= th.high_share else RULE.severity,

@@ -183,7 +183,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                   for k in pc.nodes[0, :pc.length[0]].tolist()]
         levels = [_label(node, float(np.median(value[members, depth])))
                   for depth, node in enumerate(chain0)]
-        steps = [windows[k].step for k in valid[members].tolist()]
+        steps = _steps_of(analysis, valid[members])
         path_us = float(np.median(on_path[members]))
         median = " (median per step)" if len(members) > 1 else ""
         where = (f"{median}, the one the critical path runs through ({fmt_us(path_us)} of the "
@@ -228,6 +228,12 @@ def _all_chains(analysis: SpanAnalysis,
     value = np.concatenate([padded(p[3], np.nan) for p in parts])
     return (np.concatenate([p[0] for p in parts]), key, value,
             np.concatenate([p[4] for p in parts]))
+
+
+def _steps_of(analysis: SpanAnalysis, index: np.ndarray) -> list[int | None]:
+    """The step numbers of windows ``index`` (in that order), from the windows' column."""
+    c = analysis.windows.columns
+    return c.step[index].tolist() if c.has_steps else [None] * int(index.shape[0])
 
 
 def _chain_columns(analysis: SpanAnalysis, f: FlatForest, nodes: np.ndarray,

@@ -30,6 +30,7 @@ from tb_diagnostics.analysis.critpath import critical_paths
 from tb_diagnostics.analysis.dispatch_flat import THREAD, _root_name
 from tb_diagnostics.analysis.dispatch_forest import FlatForest, flat_forest
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.rules._util import name_ids_matched
 
 
 @dataclass(frozen=True)
@@ -130,10 +131,8 @@ def _gemm_nodes(analysis: SpanAnalysis, f: FlatForest, gemm: re.Pattern[str]) ->
     if analysis.host_steps.inferred or not (rows >= 0).all():
         out[roots] = [bool(gemm.match(_root_name(analysis, f.first_window + k)))
                       for k in range(roots.size)]
-    else:  # the step's event names it: one match per distinct name
-        step_names = np.unique(analysis.model.name[rows])
-        hit = {int(s) for s in step_names.tolist() if gemm.match(strings[int(s)])}
-        out[roots] = np.isin(analysis.model.name[rows], list(hit) or [-1])
+    else:  # the step's event names it: the names the pattern matches, found once
+        out[roots] = np.isin(analysis.model.name[rows], name_ids_matched(analysis, gemm))
     return out
 
 

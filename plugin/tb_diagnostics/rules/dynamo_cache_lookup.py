@@ -65,7 +65,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     n = len(windows)
     per_win = np.bincount(win, weights=m.dur[rows], minlength=n)
     used = np.flatnonzero(per_win > 0)
-    wall = np.asarray([w.wall_us for w in windows])
+    wall = windows.columns.wall_us.astype(np.float64)
     share = float(per_win[used].sum() / wall[used].sum()) if wall[used].sum() > 0 else 0.0
     parts = []
     for label, sel in (("TorchDynamo Cache Lookup", np.isin(rows, cv.lookups)),

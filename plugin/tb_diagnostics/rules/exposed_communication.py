@@ -33,7 +33,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.comm import collective_rows, step_comm
-from tb_diagnostics.rules._util import fmt_pct, fmt_us, steps_text, warm_steps
+from tb_diagnostics.rules._util import fmt_pct, fmt_us, step_numbers, steps_text, warm_steps
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
 
@@ -57,7 +57,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if not windows or not rows.size:
         return []
     sc = step_comm(analysis)
-    wall = np.asarray([w.wall_us for w in windows])
+    wall = windows.columns.wall_us.astype(np.float64)
     exposed = sc.exposed_us
     share = np.divide(exposed, wall, out=np.zeros_like(wall), where=wall > 0)
     warm = warm_steps(analysis)
@@ -65,7 +65,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     if hit.sum() < max(1, th.min_steps * warm.n):
         return []
     idx = np.flatnonzero(hit)
-    steps = [windows[k].step for k in idx.tolist()]
+    steps = step_numbers(analysis, idx)
     mean_exposed = float(exposed[idx].mean())
     mean_comm = float(sc.comm_us[idx].mean())
     mean_share = float(share[idx].mean())

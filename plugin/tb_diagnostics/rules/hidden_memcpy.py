@@ -48,6 +48,7 @@ from tb_diagnostics.rules._util import (
     fmt_bytes,
     fmt_count,
     fmt_us,
+    step_numbers,
     steps_text,
     warm_steps,
 )
@@ -134,7 +135,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         rows = copies[idx]
         nbytes = m.nbytes[rows]
         nb = float(np.nansum(nbytes))
-        steps = [analysis.windows[k].step for k in sorted(set(win[idx][win[idx] >= 0].tolist()))]
+        steps = step_numbers(analysis, win[idx])
         worst = idx[np.argsort(-m.dur[rows], kind="stable")][:3]
         ev = []
         for i in worst.tolist():

@@ -95,8 +95,8 @@ def blocking_calls(analysis: SpanAnalysis) -> np.ndarray:
     rows = m.rows_matching(BLOCKING_CALL)
     rows = rows[np.isin(m.kind[rows], (Kind.RUNTIME, Kind.DRIVER))]
     acts = m.device_activity_rows
-    copies = acts[np.isin(m.name[acts], [i for i, s in enumerate(m.strings)
-                                         if PAGEABLE_DTOH.match(s)])]
+    # The pattern is anchored: its ``search`` is its ``match``.
+    copies = acts[np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_DTOH))]
     launchers = m.launcher[copies]
     rows = np.union1d(rows, launchers[launchers >= 0])
     return np.setdiff1d(rows, profiler_artefacts(analysis).rows)

@@ -38,6 +38,7 @@ import numpy as np
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.backlog import LaunchBacklog, launch_backlog
 from tb_diagnostics.rules._util import (
+    busy_share,
     evidence_rows,
     fmt_count,
     fmt_pct,
@@ -94,7 +95,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     windows = analysis.windows
     steps = step_numbers(analysis, idx)
     first, last = int(idx[0]), int(idx[-1])
-    busy = float(np.median([windows[k].device_busy for k in idx.tolist()]))
+    c = windows.columns
+    busy = float(np.median(busy_share(c.device_busy_us[idx], c.wall_us[idx])))
     q0, q1 = bl.launch_queue_us[first], bl.launch_queue_us[last]
     if np.isnan(q0) or np.isnan(q1):
         delays = ""

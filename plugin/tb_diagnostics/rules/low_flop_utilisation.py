@@ -76,7 +76,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         return []
     windows = analysis.windows
     warm = warm_steps(analysis).mask
-    chosen = [k for k, w in enumerate(windows) if w.verdict == "compute-bound" and warm[k]]
+    # From the verdict column, not a view per window.
+    chosen = np.flatnonzero((windows.columns.verdict == "compute-bound") & warm).tolist()
     if not chosen:
         return []
     sg = step_groups(analysis)
@@ -101,7 +102,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         named.append(f"{op_label(f.group.name, f.group.input_dims)} loses "
                      f"{fmt_us(loss[g])} at {fmt_pct(pct)} of its roofline "
                      f"({f.bound}-bound, {f.precision or '?'})")
-    utils = [step_utilisation(rf, k, windows[k].wall_us)[1] for k in chosen]
+    wall = windows.columns.wall_us[chosen].tolist()
+    utils = [step_utilisation(rf, k, w)[1] for k, w in zip(chosen, wall, strict=True)]
     utils = [u for u in utils if u is not None]
     util_text = (f"; FLOP utilisation {fmt_pct(float(np.median(utils)))} of the "
                  f"{rf.step_precision[chosen[0]]} peak" if utils else "")

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.chains import Chain, memory_bound_chains
 from tb_diagnostics.rules._util import (
@@ -71,7 +73,9 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         return []
     n = warm.n
     saving = sum(c.saving_us for c in chains) / n
-    busy = sum(analysis.windows[k].device_busy_us for k in warm.index.tolist()) / n
+    # Summed in order, as Python's sum would (a cumulative sum, not numpy's pairwise one).
+    dev = analysis.windows.columns.device_busy_us[warm.index].astype(np.float64)
+    busy = (float(np.cumsum(dev)[-1]) if dev.size else 0) / n
     if saving < th.min_saving_us or saving < th.min_saving_share * busy:
         return []
     kinds: dict[tuple[str, ...], list[Chain]] = {}

@@ -44,7 +44,7 @@ from tb_diagnostics.analysis.views.memory_view import (
     kept_at_end,
     window_bounds,
 )
-from tb_diagnostics.rules._util import evidence_rows, fmt_bytes, fmt_pct, steps_text
+from tb_diagnostics.rules._util import evidence_rows, fmt_bytes, fmt_pct, step_numbers, steps_text
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -70,7 +70,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
             out.extend(_within_windows(analysis, dev, has, th))
             continue
         end = dev.end_alloc[has]
-        steps = [analysis.windows[k].step for k in has.tolist()]
+        steps = step_numbers(analysis, has)
         delta = np.diff(end)
         growth = float(end[-1] - end[0])
         rising = float((delta > 0).mean()) if delta.size else 0.0

@@ -34,6 +34,7 @@ from tb_diagnostics.analysis.views.compiled import FX_GRAPH, REGION, compiled_vi
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.rules._util import (
     MAX_EVIDENCE,
+    all_steps,
     change_saving,
     evidence_rows,
     fmt_us,
@@ -52,7 +53,6 @@ class Thresholds:
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     cv = compiled_view(analysis)
     m = analysis.model
-    windows = analysis.windows
     signs: list[str] = []
     ev_rows: list[tuple[int, str]] = []
     steps: set[int] = set()
@@ -106,7 +106,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
 
     if not signs:
         return []
-    step_list = step_numbers(analysis, steps) or [w.step for w in windows]
+    step_list = step_numbers(analysis, steps) or all_steps(analysis)
     ev = []
     for r, note in ev_rows[:MAX_EVIDENCE]:
         ev += evidence_rows(analysis, [r], note, limit=1)

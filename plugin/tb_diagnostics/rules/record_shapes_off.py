@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.op_costs import op_costs
-from tb_diagnostics.rules._util import top_by
+from tb_diagnostics.rules._util import all_steps, top_by
 from tb_diagnostics.rules.base import Finding, Rule, evidence
 
 
@@ -49,7 +49,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                  "(record_shapes was off): no FLOPs, no roofline and no FLOP utilisation, "
                  "and the rules that read shapes and types stay silent. Profile with "
                  "record_shapes=True."),
-        steps=[w.step for w in analysis.windows], evidence=ev, savings_us=None,
+        steps=all_steps(analysis), evidence=ev, savings_us=None,
         confirm="the next trace's op events carry 'Input Dims' and 'Input type' args")]
 
 

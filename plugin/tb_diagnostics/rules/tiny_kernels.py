@@ -34,6 +34,7 @@ from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
 from tb_diagnostics.analysis.views.launch import launch_delays
 from tb_diagnostics.rules._util import (
+    busy_share,
     evidence_rows,
     fmt_count,
     fmt_pct,
@@ -80,7 +81,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     small = np.bincount(win[tiny], minlength=n)
     # Compute, as the verdict reads it: a step busy in collective kernels still waits on
     # launches between them.
-    busy = np.asarray([w.compute_busy for w in windows])
+    busy = busy_share(windows.columns.compute_busy_us, windows.columns.wall_us)
     frac = small / np.maximum(total, 1)
     hit = np.flatnonzero((frac >= th.min_fraction) & (small >= th.min_per_step)
                          & (busy < th.max_busy) & warm_steps(analysis).mask)

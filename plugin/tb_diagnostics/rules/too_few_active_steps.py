@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.warmth import step_walls
-from tb_diagnostics.rules._util import evidence_rows, steps_text
+from tb_diagnostics.rules._util import all_steps, evidence_rows, steps_text
 from tb_diagnostics.rules.base import Finding, Rule
 
 
@@ -53,7 +53,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     warm = int(sw.warm.sum())
     if warm >= th.min_warm_steps:
         return []
-    steps = [w.step for w in windows]
+    steps = all_steps(analysis)
     # Which steps are not warm, and why: the cold first one, the profiler's empty stub.
     why = ["the first is cold"] if sw.cold.any() else []
     why += [f"step {w.step} is the profiler's empty stub"

@@ -155,9 +155,12 @@ class TraceModel:
 
     def name_ids_matching(self, pattern: Any) -> np.ndarray:
         """Ids of the names a compiled regular expression finds (``search``; anchor it
-        with ``^`` for a prefix), for ``np.isin(model.name[rows], ids)``."""
-        return np.asarray([i for i, s in enumerate(self.strings) if pattern.search(s)],
-                          dtype=np.int32)
+        with ``^`` for a prefix), for ``np.isin(model.name[rows], ids)``: ascending, read-only,
+        kept per pattern, found in one pass over the joined strings where that is exact
+        (:mod:`.name_match`; a ``search`` per string was 10⁶ calls per pattern on 10⁶ steps)."""
+        from tb_diagnostics.trace.name_match import ids_matching
+
+        return ids_matching(self, pattern)
 
     def rows_matching(self, pattern: Any) -> np.ndarray:
         """Rows whose name matches a compiled regular expression (``search``)."""

@@ -95,21 +95,54 @@ def _host_end(analysis: SpanAnalysis, main: int, n_steps: int) -> tuple[int, np.
     return int(m.lane[last]), np.full(n_steps, top, dtype=np.int64)
 
 
-def _walk(pred: list[int], reach: list[float], ends: list[int], lo: list[float],
-          todo: list[int]) -> tuple[list[int], list[int]]:
-    """The nodes of each step's path, from its end node back (a plain loop: pointer
-    chasing, one node at a time, over the path's nodes only)."""
-    nodes: list[int] = []
-    steps: list[int] = []
-    for k in todo:
-        n, lo_k = ends[k], lo[k]
-        while n >= 0:
-            nodes.append(n)
-            steps.append(k)
-            if reach[n] <= lo_k:
-                break
-            n = pred[n]
-    return nodes, steps
+#: Walks still going below which the rest are followed one node at a time: a numpy pass
+#: per node of a few long walks (a long step's path) would cost more than the loop.
+LOCKSTEP_MIN = 64
+
+
+def _walk(pred: np.ndarray, reach: np.ndarray, ends: np.ndarray, lo: np.ndarray,
+          todo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes of each step's path, from its end node back, step after step (``todo``,
+    ascending) and in walk order within a step: each node's ``pred`` until one whose
+    ``reach`` is at or before the step's ``lo`` (kept) or one without a predecessor.
+    Every step's walk advances together, a node per numpy pass (10⁶ steps' paths were a
+    Python loop per node), while at least :data:`LOCKSTEP_MIN` walks still go."""
+    nodes, steps, depths = [], [], []
+    cur = ends[todo]
+    step = todo[cur >= 0]
+    cur = cur[cur >= 0]
+    depth = 0
+    while cur.size >= LOCKSTEP_MIN:
+        nodes.append(cur)
+        steps.append(step)
+        depths.append(np.full(cur.size, depth, dtype=np.int64))
+        go = ~(reach[cur] <= lo[step])  # NaN bounds go on, as the comparison reads
+        nxt = pred[cur[go]]
+        step = step[go][nxt >= 0]
+        cur = nxt[nxt >= 0]
+        depth += 1
+    if cur.size:  # the few walks left, one node at a time
+        t_nodes: list[int] = []
+        t_steps: list[int] = []
+        t_depths: list[int] = []
+        for n, k in zip(cur.tolist(), step.tolist(), strict=True):
+            lo_k, d = float(lo[k]), depth
+            while n >= 0:
+                t_nodes.append(n)
+                t_steps.append(k)
+                t_depths.append(d)
+                if reach.item(n) <= lo_k:
+                    break
+                n = pred.item(n)
+                d += 1
+        nodes.append(np.asarray(t_nodes, dtype=np.int64))
+        steps.append(np.asarray(t_steps, dtype=np.int64))
+        depths.append(np.asarray(t_depths, dtype=np.int64))
+    if not nodes:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    node, stp, dep = np.concatenate(nodes), np.concatenate(steps), np.concatenate(depths)
+    order = np.lexsort((dep, stp))
+    return node[order], stp[order]
 
 
 @computed
@@ -136,18 +169,15 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     lanes = np.concatenate([e.lane, np.full((e.t0.shape[0], n_steps), lane)], axis=1)
     reach = np.concatenate([e.reach, v_t0])
     end_node = np.where(device_ends, e.n_host + last_act, n_nodes + np.arange(n_steps))
-    todo = np.flatnonzero(hi > lo).tolist()
-    nodes_l, steps_l = _walk(pred.tolist(), np.nan_to_num(reach, nan=np.inf).tolist(),
-                             end_node.tolist(), lo.tolist(), todo)
-    nodes = np.asarray(nodes_l, dtype=np.int64)
-    steps = np.asarray(steps_l, dtype=np.int64)
+    todo_a = np.flatnonzero(hi > lo).astype(np.int64)
+    nodes, steps = _walk(pred.astype(np.int64), np.nan_to_num(reach, nan=np.inf),
+                         end_node.astype(np.int64), lo.astype(np.float64), todo_a)
 
     # The pieces in path order, then per step the remainder down to its start.
     p = e.t0.shape[0]
     pt0 = t0[:, nodes].T.ravel()
     pk, pr, pl = (x[:, nodes].T.ravel() for x in (kind, row, lanes))
     ps = np.repeat(steps, p)
-    todo_a = np.asarray(todo, dtype=np.int64)
     pt0 = np.concatenate([pt0, lo[todo_a]])
     pk = np.concatenate([pk, np.full(todo_a.size, HOST, np.int8)])
     pr = np.concatenate([pr, step_rows[todo_a]])
@@ -213,4 +243,4 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     offsets = np.concatenate([[0], np.cumsum(np.bincount(seg_step, minlength=n_steps))])
     return CriticalPaths(offsets=offsets.astype(np.int64), kind=seg_k, row=seg_r,
                          start=seg_s, dur=dur, by_kind=by_kind,
-                         ended_by=["device" if d else "host" for d in device_ends.tolist()])
+                         ended_by=np.where(device_ends, "device", "host").tolist())
