@@ -2,9 +2,13 @@
 
 One pass over the graph in recorded order computes every event's replayed time: each
 edge points at an event the recording shows earlier, so the pass never waits for one it
-has not seen. A change says which host time goes away (a DataLoader wait, the profiler's
-own work), which syncs no longer wait, how much faster device activities run, and which
-activities follow their stream's predecessor at another gap (a CUDA graph's).
+has not seen. The pass goes a stretch of the order at a time (:mod:`.stretches`): a long
+stretch with numpy, each thread's and stream's times summed in the loop's order, so the
+floats are the loop's; a short one node by node.
+
+A change says which host time goes away (a DataLoader wait, the profiler's own work),
+which syncs no longer wait, how much faster device activities run, and which activities
+follow their stream's predecessor at another gap (a CUDA graph's).
 
 **No free overlap.** A change that leaves every device activity's duration as it was
 (host time removed, syncs freed, gaps closed) cannot make a step shorter than the device's
@@ -22,13 +26,8 @@ import numpy as np
 from tb_diagnostics.analysis.intervals import Intervals, length_before
 from tb_diagnostics.analysis.replay.graph import ReplayGraph, replay_graph
 from tb_diagnostics.analysis.replay.joins import thread_joins
-from tb_diagnostics.analysis.replay.stretches import (
-    MIN_VECTOR_NODES,
-    Nodes,
-    Positions,
-    positions,
-    run,
-)
+from tb_diagnostics.analysis.replay.order import Nodes, Positions, positions
+from tb_diagnostics.analysis.replay.stretches import MIN_VECTOR_NODES, run
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.steps import device_partition
 

@@ -25,9 +25,8 @@ its predecessor's replayed value; a wrong guess is flipped and the chain added a
 (the first wrong one is always right after the flip, so the rounds make progress), and a
 stretch still wrong after :data:`MAX_ROUNDS` rounds is replayed node by node.
 
-**Order.** Values are kept by visit position, one slot past the end holding 0.0: an edge
-into a node the order visits later (a kernel recorded a µs before its launch call) reads
-0.0 there, as the loop read its not yet written slot.
+Values are kept by visit position (:mod:`.order`), one slot past the end holding 0.0: an
+edge into a node the order visits later reads 0.0 there.
 """
 
 from __future__ import annotations
@@ -37,107 +36,13 @@ from itertools import pairwise
 
 import numpy as np
 
-from tb_diagnostics.analysis.replay.graph import SYNC_END, ReplayGraph
+from tb_diagnostics.analysis.replay.order import Nodes
 
 #: Stretches of fewer nodes than this are replayed node by node: numpy's per-call cost of
 #: a vectorised stretch (a few hundred µs) is more than the loop's (about 1 µs a node).
 MIN_VECTOR_NODES = 512
 #: Rounds of flipping wrongly guessed resets before a stretch is replayed node by node.
 MAX_ROUNDS = 8
-
-
-@dataclass(frozen=True)
-class Positions:
-    """The replay graph in visit order, as no change alters it: each node's position, and
-    every edge as the position of the node it points to (-1: none; ``n``: a node visited
-    later, read as 0.0, as the loop read a slot it had not written yet)."""
-
-    n: int  # host timepoints and device activities together
-    dev: np.ndarray  # per position: a device activity (else a host timepoint)
-    node: np.ndarray  # per position: its index among its kind
-    h_pos: np.ndarray  # position of each host timepoint
-    a_pos: np.ndarray  # position of each device activity
-    h_lane: np.ndarray
-    h_pred: np.ndarray  # the previous timepoint on its thread
-    h_pred_node: np.ndarray  # the same, as a timepoint index
-    h_anchor: np.ndarray
-    h_anchor_after: np.ndarray  # recorded time from the anchor to it
-    h_release: np.ndarray  # a sync's return: the activity that released it
-    h_tail: np.ndarray
-    h_join: np.ndarray
-    a_lane: np.ndarray
-    a_launch: np.ndarray
-    a_lat: np.ndarray
-    a_prev: np.ndarray
-    a_cross: np.ndarray
-    a_cross_lat: np.ndarray
-    a_dev: np.ndarray
-    a_dev_end: np.ndarray  # bool
-    a_floor: np.ndarray
-    a_start: np.ndarray  # recorded: where an activity that waits for nothing stays
-    a_any: np.ndarray  # bool: it has a launch, a predecessor or a cross-stream wait
-
-
-@dataclass(frozen=True)
-class Nodes:
-    """A replay's inputs: the graph's positions and what the change makes of them."""
-
-    p: Positions
-    h_first: np.ndarray  # a thread's first timepoint: its recorded time less the removed
-    h_delta: np.ndarray  # host time since the thread's previous timepoint, less the removed
-    h_since: np.ndarray  # removed host time since the anchor
-    h_waits: np.ndarray  # bool: a sync still waits for the activity that released it
-    h_join_after: np.ndarray
-    a_gap: np.ndarray
-    a_dur: np.ndarray
-
-
-def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
-              join_last: np.ndarray) -> Positions:
-    """:class:`Positions` of graph ``g`` (``a_lane``: each activity's stream; the joins:
-    :func:`.joins.thread_joins`'s nodes and the timepoints they wait for)."""
-    dev, node = g.order_device, g.order_index
-    n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
-    n = n_h + n_a
-    at = np.arange(n, dtype=np.int64)
-    h_pos = np.empty(n_h, dtype=np.int64)
-    h_pos[node[~dev]] = at[~dev]
-    a_pos = np.empty(n_a, dtype=np.int64)
-    a_pos[node[dev]] = at[dev]
-    # A thread's timepoints in visit order, one after another.
-    hp = at[~dev]
-    hid = node[~dev]
-    by_lane = np.argsort(g.h_lane[hid], kind="stable")
-    same = g.h_lane[hid[by_lane[1:]]] == g.h_lane[hid[by_lane[:-1]]]
-    h_pred = np.full(n_h, -1, dtype=np.int64)
-    h_pred[hid[by_lane[1:]][same]] = hp[by_lane[:-1]][same]
-    h_pred_node = np.full(n_h, -1, dtype=np.int64)
-    h_pred_node[hid[by_lane[1:]][same]] = hid[by_lane[:-1]][same]
-
-    def edge(to_pos: np.ndarray, target: np.ndarray, own: np.ndarray) -> np.ndarray:
-        r = np.full(target.shape[0], -1, dtype=np.int64)
-        on = target >= 0
-        r[on] = to_pos[target[on]]
-        r[r > own] = n  # visited later: the loop read 0.0
-        return r
-
-    join = np.full(n_h, -1, dtype=np.int64)
-    join[join_node] = join_last
-    anchor = g.h_anchor
-    after = np.zeros(n_h)
-    on = anchor >= 0
-    after[on] = g.h_time[on] - g.h_time[anchor[on]]
-    release = np.where(g.h_kind == SYNC_END, g.h_release, -1)
-    return Positions(
-        n=n, dev=dev, node=node, h_pos=h_pos, a_pos=a_pos, h_lane=g.h_lane, h_pred=h_pred,
-        h_pred_node=h_pred_node, h_anchor=edge(h_pos, anchor, h_pos), h_anchor_after=after,
-        h_release=edge(a_pos, release, h_pos), h_tail=g.h_tail,
-        h_join=edge(h_pos, join, h_pos), a_lane=a_lane,
-        a_launch=edge(h_pos, g.a_launch, a_pos), a_lat=g.a_lat,
-        a_prev=edge(a_pos, g.a_prev, a_pos), a_cross=edge(a_pos, g.a_cross, a_pos),
-        a_cross_lat=g.a_cross_lat, a_dev=edge(a_pos, g.a_dev, a_pos), a_dev_end=g.a_dev_end,
-        a_floor=g.a_floor, a_start=g.a_start,
-        a_any=(g.a_launch >= 0) | (g.a_prev >= 0) | (g.a_cross >= 0))
 
 
 def segmented_accumulate(ufunc: np.ufunc, x: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -205,20 +110,12 @@ def _cut_edges(nd: Nodes) -> tuple[np.ndarray, np.ndarray]:
     """Per node that reads another chain's node other than its launch: (its position,
     the latest such source's position), in position order."""
     gp = nd.p
-    n = gp.n
-
-    def real(r: np.ndarray) -> np.ndarray:
-        return np.where(r < n, r, -1)  # a node visited later is read as 0.0: no wait
-
-    h_src = real(gp.h_anchor)
-    later = (gp.h_anchor < 0) & (gp.h_pred >= 0)
-    h_src = np.where(later & (gp.h_join >= 0), real(gp.h_join), h_src)
-    sync = later & (gp.h_join < 0) & (gp.h_release >= 0) & nd.h_waits
-    h_src = np.where(sync, real(gp.h_release), h_src)
-    a_src = np.maximum(real(gp.a_cross), np.where(gp.a_any, real(gp.a_dev), -1))
-    src = np.full(n, -1, dtype=np.int64)
-    src[gp.h_pos] = h_src
-    src[gp.a_pos] = a_src
+    src = gp.cut_src
+    syncs = np.flatnonzero(gp.h_sync_src >= 0)
+    syncs = syncs[nd.h_waits[syncs]]
+    if syncs.size:
+        src = src.copy()
+        src[gp.h_pos[syncs]] = gp.h_sync_src[syncs]  # their other sources are none
     tgt = np.flatnonzero(src >= 0)
     return tgt, src[tgt]
 
@@ -231,14 +128,18 @@ def _chain_scan(first: np.ndarray, has_init: np.ndarray, init: np.ndarray, x: np
     ``has_init``, none otherwise). (s, v), or None where the resets do not settle."""
     m = x.shape[0]
     forced = first & ~has_init
-    a0 = np.where(forced, 0.0, a)
-    # Estimate: v ~ S + max(init, max_{j<=k} (x_j + b_j - S_j)), S the chain's sums.
-    ab = a0 if b is None else a0 + b
-    sums = segmented_accumulate(np.add, ab, first)
-    r = (x if b is None else x + b) - sums
-    r_init = np.where(first & has_init, init, -np.inf)
-    best = segmented_accumulate(np.maximum, np.maximum(r, r_init), first)
-    reset = forced | ((r >= best) & np.isfinite(x))
+    waits = np.isfinite(x) & ~forced
+    if waits.any():
+        # Estimate: v ~ S + max(init, max_{j<=k} (x_j + b_j - S_j)), S the chain's sums.
+        a0 = np.where(forced, 0.0, a)
+        ab = a0 if b is None else a0 + b
+        sums = segmented_accumulate(np.add, ab, first)
+        r = (x if b is None else x + b) - sums
+        r_init = np.where(first & has_init, init, -np.inf)
+        best = segmented_accumulate(np.maximum, np.maximum(r, r_init), first)
+        reset = forced | ((r >= best) & waits)
+    else:  # nothing waits on another chain: each chain one sum from its start
+        reset = forced
     prev = np.empty(m)
     for _ in range(MAX_ROUNDS):
         elem = np.where(reset, x, a)
@@ -281,42 +182,54 @@ def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
     node = gp.node[b0:b1]
     hs = node[~dev]
     if hs.size:
-        hs = hs[np.argsort(gp.h_lane[hs], kind="stable")]
         lane = gp.h_lane[hs]
+        if np.any(lane != lane[0]):
+            hs = hs[np.argsort(lane, kind="stable")]
+            lane = gp.h_lane[hs]
         first = np.ones(hs.size, dtype=bool)
         first[1:] = lane[1:] != lane[:-1]
-        pred = gp.h_pred[hs]
-        has_init = pred >= 0
-        init = V[np.maximum(pred, 0)]
-        anchor, join, rel = gp.h_anchor[hs], gp.h_join[hs], gp.h_release[hs]
+        has_init = gp.h_pred[hs] >= 0
+        init = np.zeros(hs.size)
+        f = np.flatnonzero(first & has_init)
+        init[f] = V[gp.h_pred[hs[f]]]
         x = np.full(hs.size, -np.inf)
-        a = nd.h_delta[hs].copy()
-        later = (anchor < 0) & has_init
+        a = nd.h_delta[hs]
+        # Only a few timepoints are more than the previous one plus the time between.
+        k = np.flatnonzero(gp.h_special[hs])
+        i = hs[k]
+        anchor, join, rel = gp.h_anchor[i], gp.h_join[i], gp.h_release[i]
+        xk, ak, tail = x[k], a[k], gp.h_tail[i]
+        later = (anchor < 0) & has_init[k]
         is_join = later & (join >= 0)
         is_sync = later & ~is_join & (rel >= 0)
-        a[is_sync] = np.minimum(a[is_sync], gp.h_tail[hs][is_sync])
-        waits = is_sync & nd.h_waits[hs]
-        x[waits] = V[rel[waits]] + gp.h_tail[hs][waits]
-        x[is_join] = V[join[is_join]] + nd.h_join_after[hs][is_join]
-        a[is_join] = 0.0
-        alone = (anchor < 0) & ~has_init
-        x[alone] = nd.h_first[hs][alone]
+        ak[is_sync] = np.minimum(ak[is_sync], tail[is_sync])
+        waits = is_sync & nd.h_waits[i]
+        xk[waits] = V[rel[waits]] + tail[waits]
+        xk[is_join] = V[join[is_join]] + nd.h_join_after[i][is_join]
+        ak[is_join] = 0.0
+        alone = (anchor < 0) & ~has_init[k]
+        xk[alone] = nd.h_first[i][alone]
         on = anchor >= 0
-        x[on] = (V[anchor[on]] + gp.h_anchor_after[hs][on]) - nd.h_since[hs][on]
-        a[on] = 0.0
+        xk[on] = (V[anchor[on]] + gp.h_anchor_after[i][on]) - nd.h_since[i][on]
+        ak[on] = 0.0
+        x[k], a[k] = xk, ak
         got = _chain_scan(first, has_init, init, x, a, None)
         if got is None:
             return False
         V[gp.h_pos[hs]] = got[1]  # the device's launches read them below
     acts = node[dev]
     if acts.size:
-        acts = acts[np.argsort(gp.a_lane[acts], kind="stable")]
         lane = gp.a_lane[acts]
+        if np.any(lane != lane[0]):
+            acts = acts[np.argsort(lane, kind="stable")]
+            lane = gp.a_lane[acts]
         first = np.ones(acts.size, dtype=bool)
         first[1:] = lane[1:] != lane[:-1]
         pred = gp.a_prev[acts]
         has_init = pred >= 0
-        init = V[np.maximum(pred, 0)]
+        init = np.zeros(acts.size)
+        f = np.flatnonzero(first & has_init)
+        init[f] = V[pred[f]]
         j, c, d = gp.a_launch[acts], gp.a_cross[acts], gp.a_dev[acts]
         x = np.where(j >= 0, V[np.maximum(j, 0)] + gp.a_lat[acts], -np.inf)
         x = np.maximum(x, np.where(c >= 0, V[np.maximum(c, 0)] + gp.a_cross_lat[acts],
