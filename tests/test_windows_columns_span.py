@@ -18,7 +18,7 @@ from test_linearity_steps import GROWTH, STEPS, analysis_of
 from tb_diagnostics.analysis import headline, path_clause
 from tb_diagnostics.analysis.headline import verdict_by_time, verdict_split
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.steps import _STEP_PREFIX, find_host_steps
+from tb_diagnostics.analysis.steps import _STEP_PREFIX, find_host_steps, step_numbers
 from tb_diagnostics.analysis.views import roofline, warmth
 from tb_diagnostics.trace.categories import STEP_NAME
 from tb_diagnostics.trace.load import load_trace_bytes
@@ -112,9 +112,29 @@ def _trace(names: list[str]) -> SpanAnalysis:
                                          "t.pt.trace.json"))
 
 
+def _numbers_by_regex(strings: list[str]) -> tuple[list[int], list[int]]:
+    found = [(i, g.group(1)) for i, s in enumerate(strings) if (g := STEP_NAME.match(s))]
+    return [i for i, d in found if len(d) <= 15], [int(d) for _, d in found if len(d) <= 15]
+
+
+@pytest.mark.parametrize("extra", [[], ["ProfilerStep#8\n"], ["ProfilerStep#\u0661\u0662"]])
+def test_step_numbers_read_as_bytes_are_the_regex_s(extra):
+    strings = ["aten::add", "ProfilerStep#0", "ProfilerStep#7", "ProfilerStep#" + "9" * 15,
+               "ProfilerStep#" + "9" * 16, "ProfilerStep#1" + "0" * 40, "ProfilerStep#x",
+               "ProfilerStep#000000000000042", "ProfilerStep#12a", *extra,
+               *(f"ProfilerStep#{k}" for k in range(1000, 1300, 7))]
+    ids = np.asarray([i for i, s in enumerate(strings) if STEP_NAME.search(s)], np.int32)
+    got_ids, got = step_numbers(strings, ids)
+    want_ids, want = _numbers_by_regex(strings)
+    assert got_ids.tolist() == want_ids and got.tolist() == want
+    assert got_ids.dtype == np.int32 and got.dtype == np.int64
+    for few in (ids[:0], ids[:1]):
+        one_ids, one = step_numbers(strings, few)
+        assert one_ids.tolist() == few.tolist()[:1] and one.tolist() == want[:few.size]
+
+
 def test_step_numbers_are_the_step_name_s_digits():
-    assert STEP_NAME.pattern.startswith("^ProfilerStep#")
-    assert len("ProfilerStep#") == _STEP_PREFIX
+    assert STEP_NAME.pattern.startswith("^" + _STEP_PREFIX)
     names = ["ProfilerStep#7", "ProfilerStep#8\n", "ProfilerStep#" + "9" * 16,
              "ProfilerStep#10x", "xProfilerStep#11", "ProfilerStep#\u0661\u0662",
              "ProfilerStep#000123456789012"]
@@ -123,3 +143,15 @@ def test_step_numbers_are_the_step_name_s_digits():
     want = [int(g.group(1)) for n in names
             if (g := STEP_NAME.match(n)) and len(g.group(1)) <= 15]
     assert hs.numbers.tolist() == want == [7, 8, 12, 123456789012]
+
+
+def test_names_among_rows_are_the_model_s_matches_among_them():
+    from tb_diagnostics.analysis.span import _names_among
+
+    a = _trace([f"ProfilerStep#{k}" for k in range(40)])
+    m = a.model
+    pattern = STEP_NAME
+    for rows in (np.arange(len(m)), np.arange(3), np.arange(0)):
+        got = _names_among(m, rows, pattern)
+        want = np.intersect1d(m.name_ids_matching(pattern), m.name[rows])
+        assert got.tolist() == want.tolist() and got.dtype == np.int32

@@ -8,6 +8,7 @@ for, and nothing is computed twice.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cached_property, wraps
 from typing import TypeVar
@@ -57,6 +58,22 @@ def computed(fn: Callable[[SpanAnalysis], T]) -> Callable[[SpanAnalysis], T]:
 #: operators, runtime calls); the profiler's own span and overhead are not.
 _LAUNCH_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER,
                            Kind.PYTHON})
+
+
+def _names_among(model: TraceModel, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+    """The ids (ascending, int32) of the names ``rows`` carry that ``pattern`` finds
+    (``search``): what ``np.isin(model.name[rows], model.name_ids_matching(pattern))``
+    reads, looking only at those rows' distinct names."""
+    names = model.name[rows]
+    present = np.zeros(len(model.strings), dtype=bool)
+    present[names[names >= 0]] = True
+    among = np.flatnonzero(present)
+    if 4 * among.size > len(model.strings):  # most names: the model's one pass over all
+        ids = model.name_ids_matching(pattern)
+        return np.asarray(ids[present[ids]], dtype=np.int32)
+    strings = model.strings
+    return np.asarray([i for i in among.tolist() if pattern.search(strings[i])],
+                      dtype=np.int32)
 
 
 class SpanAnalysis:
@@ -235,10 +252,11 @@ class SpanAnalysis:
         out = np.zeros(acts.shape[0], dtype=bool)
         if not acts.size:  # a CPU-only trace: no names to look at
             return out
-        # The common case, no collective name at all, costs the model's search of its names
-        # (``name_ids_matching``: one for each pattern, not a Python call per name).
-        kernels = m.name_ids_matching(COMM_KERNEL)
-        ops = m.name_ids_matching(COLLECTIVE_OP)
+        # Only the activities' own names can be a collective kernel's, and only op names
+        # a collective op's (launching_op answers op rows): a few names, not the span's
+        # every name (10⁶ step names on 10⁶ steps).
+        kernels = _names_among(m, acts, COMM_KERNEL)
+        ops = _names_among(m, self.op_rows, COLLECTIVE_OP)
         if kernels.size:
             out |= np.isin(m.name[acts], kernels)
         if ops.size:

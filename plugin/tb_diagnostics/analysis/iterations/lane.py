@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.hierarchy import count_above
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.model import TraceModel
@@ -50,7 +51,7 @@ def main_lane(m: TraceModel, host: np.ndarray) -> int | None:
     if not top.size:
         return None
     best, best_key = None, None
-    for ln in np.unique(m.lane[top]).tolist():
+    for ln in unique(m.lane[top]).tolist():
         r = top[m.lane[top] == ln]
         key = (float(m.end[r].max() - m.start[r].min()), r.size)
         if best_key is None or key > best_key:
@@ -94,7 +95,7 @@ def occurrences(m: TraceModel, lane: Lane, pattern: re.Pattern[str]) -> dict[str
     pos = np.flatnonzero(np.isin(m.name[lane.rows], ids))
     pos = pos[outermost(lane.start[pos], lane.end[pos])]
     out: dict[str, np.ndarray] = {}
-    for sid in np.unique(m.name[lane.rows[pos]]).tolist():
+    for sid in unique(m.name[lane.rows[pos]]).tolist():
         out[m.strings[sid]] = pos[m.name[lane.rows[pos]] == sid]
     return out
 

@@ -35,6 +35,7 @@ from tb_diagnostics.analysis.iterations.windows import (
     Iterations,
     windows,
 )
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import STEP_NAME, Kind
 from tb_diagnostics.trace.model import TraceModel
 
@@ -121,7 +122,7 @@ def label(m: TraceModel, lane: Lane) -> Iterations | None:
         return None
     skip = (OPTIMIZER_STEP, OPTIMIZER_ZERO_GRAD, DATALOADER, STEP_NAME)
     found: dict[str, np.ndarray] = {}
-    for sid in np.unique(m.name[lane.rows[ann]]).tolist():
+    for sid in unique(m.name[lane.rows[ann]]).tolist():
         s = m.strings[sid]
         if any(p.search(s) for p in skip):
             continue
@@ -184,7 +185,7 @@ def signature(m: TraceModel, lane: Lane) -> Iterations | None:
     names, inverse = np.unique(m.name[lane.rows[level]], return_inverse=True)
     counts = np.bincount(inverse)
     rejected: Rejected | None = None
-    for n_iter in np.unique(counts[counts >= 2]).tolist():
+    for n_iter in unique(counts[counts >= 2]).tolist():
         try:
             found = _signature_of(m, lane, level, names, inverse, counts, n_iter)
         except Rejected as why:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.iterations.lane import Lane, parent_call
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.model import TraceModel
 
 #: An edge window reaches at least this many median iterations past its anchor (and as
@@ -187,7 +188,7 @@ def windows(m: TraceModel, lane: Lane, pos: np.ndarray, source: str, *,
         keep[-1] = wrapper or _whole(lane, starts, host_end, -1)
     rows = lane.rows[np.asarray(starts_at)][keep]
     host_start, host_end = starts[keep], host_end[keep]
-    if rows.shape[0] < 2 or np.unique(host_start).shape[0] != host_start.shape[0]:
+    if rows.shape[0] < 2 or unique(host_start).shape[0] != host_start.shape[0]:
         return None
     if p > 1:
         source += f", {p} per iteration"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.model import TraceModel
 
@@ -132,7 +133,7 @@ class ActivityCoverage:
 
 
 def _calls_matching(model: TraceModel, calls: np.ndarray, pattern: re.Pattern) -> np.ndarray:
-    ids = np.unique(model.name[calls])
+    ids = unique(model.name[calls])
     keep = [i for i in ids.tolist() if pattern.match(model.strings[i])]
     return calls[np.isin(model.name[calls], np.asarray(keep, dtype=np.int64))]
 

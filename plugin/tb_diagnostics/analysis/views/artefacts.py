@@ -30,6 +30,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.intervals import Intervals, complement, union
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
 from tb_diagnostics.analysis.views.pystack import called_by_profiler
 from tb_diagnostics.trace.categories import Kind
@@ -94,7 +95,7 @@ def profiler_artefacts(analysis: SpanAnalysis) -> Artefacts:
         dev_s.append(np.asarray([m.end[launcher]]))
         dev_e.append(np.asarray([m.start[first]]))
     device = union(np.concatenate(dev_s), np.concatenate(dev_e))
-    rows = np.unique(host_rows)
+    rows = unique(host_rows)
     return Artefacts(buffer_requests=requests, overhead=overhead, flush_syncs=flush,
                      first_launch=first, first_launch_delay_us=first_delay,
                      buffer_gaps=buffer_gaps, host=host, device_gaps=device, rows=rows)

@@ -35,6 +35,13 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) - 1, code[shifted].astype(np.int64) - 1
 
 
+def unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)``, by its sorting path: numpy 2.4's default (a hash table, taken
+    only when nothing but the values is asked for) took 1.9 s on 10⁶ distinct ints that a
+    sort takes 0.015 s for. The same array: the counts ask for the sort, then are dropped."""
+    return np.unique(values, return_counts=True)[0]
+
+
 def pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (a, b) pairs (as two arrays, ordered by a then b) and each element's
     pair index, for int64 id columns (≥ -1): each column's distinct values first, then

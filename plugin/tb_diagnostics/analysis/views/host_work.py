@@ -37,6 +37,7 @@ from tb_diagnostics.analysis.intervals import (
     union_of_rows,
 )
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.model import row_indices
 
@@ -86,10 +87,10 @@ def _feeding_lanes(analysis: SpanAnalysis, dispatch: np.ndarray) -> np.ndarray:
     never dispatches (a progress bar's monitor waiting all span) feeds nothing."""
     m = analysis.model
     if analysis.cpu_only:
-        return np.unique(m.lane[analysis.op_rows])
+        return unique(m.lane[analysis.op_rows])
     launcher = m.launcher[m.device_activity_rows]
     launcher = launcher[launcher >= 0]
-    return np.unique(m.lane[launcher]) if launcher.size else np.unique(m.lane[dispatch])
+    return unique(m.lane[launcher]) if launcher.size else unique(m.lane[dispatch])
 
 
 def _named(analysis: SpanAnalysis) -> Intervals:
@@ -134,7 +135,7 @@ def host_work(analysis: SpanAnalysis) -> HostWork:
         return _empty(lo.shape[0])
     stretches = Intervals(g_lo[long], g_hi[long])
     by_lane: dict[int, Intervals] = {}
-    for lane in np.unique(m.lane[program]).tolist():
+    for lane in unique(m.lane[program]).tolist():
         # The lane's recorded program inside the stretches: Python frames, labels.
         own = intersect(union_of_rows(m.start, m.end, program[m.lane[program] == lane]),
                         stretches)
@@ -212,7 +213,7 @@ def _holding_frame(analysis: SpanAnalysis, lane: np.ndarray, a: np.ndarray,
     cand = np.full(a.shape[0], -1, dtype=np.int64)
     labels = m.rows_of(frozenset(_LABEL_KINDS))
     labels = m.without(labels, analysis.step_rows)
-    for x in np.unique(lane).tolist():
+    for x in unique(lane).tolist():
         on = np.flatnonzero(lane == x)
         rows = labels[m.lane[labels] == x]
         if not rows.size:

@@ -25,6 +25,7 @@ from tb_diagnostics.analysis.intervals import Intervals, union
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.activity_coverage import KERNEL_LAUNCH
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, Kind
 
 #: A kernel's first launch call lasting this long (µs) is a one-time module load (a
@@ -73,7 +74,7 @@ def launch_delays(analysis: SpanAnalysis) -> LaunchDelays:
         device_busy = np.zeros(acts.shape[0], dtype=bool)
     art = profiler_artefacts(analysis)
     artefact = acts == art.first_launch
-    graph_ids = [i for i in np.unique(m.name[launcher]).tolist()
+    graph_ids = [i for i in unique(m.name[launcher]).tolist()
                  if GRAPH_LAUNCH.match(m.strings[i])]
     graph = np.isin(m.name[launcher], np.asarray(graph_ids, dtype=np.int64))
     module_load = np.isin(launcher, module_loads(analysis).rows)

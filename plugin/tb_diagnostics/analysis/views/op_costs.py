@@ -28,6 +28,7 @@ from tb_diagnostics.analysis.cost.formula import OpCost
 from tb_diagnostics.analysis.cost.model import NO_SHAPES, family_of, op_cost
 from tb_diagnostics.analysis.cost.shapes import ITEMSIZE, OpArgs
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.hierarchy import (
     climb_ops,
     launching_op,
@@ -160,7 +161,7 @@ def op_costs(analysis: SpanAnalysis) -> OpCosts:
     if shapes_recorded:
         # Device work no priced op owns: a memory lower bound from the op that launched it.
         bound = bounding_ops(analysis, owner, counted)
-        rows = np.unique(bound[bound >= 0])
+        rows = unique(bound[bound >= 0])  # a sort: the hash path is slow on many rows
         if rows.size:
             b_group, b_reps = _group_rows(m, rows)
             group_of_row[rows] = b_group + len(groups)

@@ -44,6 +44,7 @@ from tb_diagnostics.analysis.cost.peaks import (
 )
 from tb_diagnostics.analysis.intervals import Intervals, covered, union_of_rows, union_sorted
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.op_costs import OpGroup, op_costs
 
@@ -282,7 +283,7 @@ def _host_copies(analysis: SpanAnalysis, activity_group: np.ndarray, n: int,
     copy = m.kind[acts] == Kind.MEMCPY
     # Only the copies' own names can be one (not every name of the trace: a span of 10⁶
     # steps has 10⁶ step names).
-    ids = [i for i in np.unique(m.name[acts[copy]]).tolist() if HOST_COPY.match(m.strings[i])]
+    ids = [i for i in unique(m.name[acts[copy]]).tolist() if HOST_COPY.match(m.strings[i])]
     sel = copy & np.isin(m.name[acts], np.asarray(ids, dtype=np.int32))
     sel &= activity_group >= 0
     if not sel.any():

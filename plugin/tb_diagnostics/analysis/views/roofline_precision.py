@@ -16,6 +16,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.cost.peaks import PEAK_KEYS, DevicePeaks
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.op_costs import OpGroup
 from tb_diagnostics.trace.categories import Kind
 
@@ -54,10 +55,13 @@ def group_precisions(analysis: SpanAnalysis, groups: list[OpGroup],
     kernels = (m.kind[acts] == Kind.KERNEL) & (activity_group >= 0)
     if not kernels.any():
         return out
-    pairs = np.unique(np.stack([activity_group[kernels].astype(np.int64),
-                                m.name[acts][kernels].astype(np.int64)]), axis=1)
+    # The distinct (group, name) pairs in (group, name) order, as one int64 key each: a
+    # unique over columns (axis=1) sorts them as records, 1.3 s on 10⁶ kernels.
+    width = max(len(m.strings), 1)
+    key = unique(activity_group[kernels].astype(np.int64) * width
+                 + m.name[acts][kernels].astype(np.int64))
     names_of: dict[int, list[str]] = {}
-    for g, sid in pairs.T.tolist():
+    for g, sid in zip((key // width).tolist(), (key % width).tolist(), strict=True):
         names_of.setdefault(g, []).append(m.strings[sid])
     for g, names in names_of.items():
         cost = groups[g].cost

@@ -42,6 +42,7 @@ import numpy as np
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.trace.categories import Kind
 
@@ -217,7 +218,7 @@ def dead_windows(analysis: SpanAnalysis) -> DeadWindows:
     ann = m.without(ann, analysis.step_rows, analysis.input_rows)  # a mask, not two sorts
     ops = analysis.op_rows
     first = np.full(ann.shape[0], -1, dtype=np.int64)
-    for lane in np.unique(m.lane[ann]).tolist():
+    for lane in unique(m.lane[ann]).tolist():
         sel = np.flatnonzero(m.lane[ann] == lane)
         lane_ops = ops[m.lane[ops] == lane]
         if not lane_ops.size:
