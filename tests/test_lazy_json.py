@@ -116,15 +116,16 @@ def test_the_columns_path_is_taken_for_ordinary_rows() -> None:
     # ABSENT inside a column's values, not only as its fill: the rows it leaves alone.
     inner = _Masked(np.array([True, False]), pack([ABSENT]), 4.5)
     rows = rows.with_layer(("step",), (_Masked(np.array([True, False, True]), inner, None),))
+    rows = rows.with_layer(("pairs", "none"), ([[1.5, "x"], [2, None], [3, [4]]], [[], [], []]))
     values = encodable(rows, 0, 3)
     assert values is not None and not isinstance(values[0], dict)
     assert msgspec.json.encode(values) == msgspec.json.encode(rows.rows(0, 3)) == (
         b'[{"step":0,"us":0.5,"name":"a,b","idle":{"x_us":1e16},"segs":[{"k":1}],'
-        b'"flags":[],"late":1},'
+        b'"flags":[],"late":1,"pairs":[1.5,"x"],"none":[]},'
         b'{"step":null,"us":9.0,"name":"q\\"","idle":{"x_us":1e-7},"segs":[],'
-        b'"flags":["cold"],"late":2,"maybe":null},'
+        b'"flags":["cold"],"late":2,"maybe":null,"pairs":[2,null],"none":[]},'
         b'{"step":4.5,"us":null,"name":"\xc3\xa9","idle":{"x_us":2.0},'
-        b'"segs":[{"k":2},{"k":3}],"flags":[],"late":3}]')
+        b'"segs":[{"k":2},{"k":3}],"flags":[],"late":3,"pairs":[3,[4]],"none":[]}]')
 
 
 def test_a_row_that_gains_a_key_late_keeps_the_dicts_order() -> None:
@@ -185,3 +186,14 @@ def test_materialised_rows_are_their_dicts() -> None:
     assert rows.materialised
     assert encodable(rows, 0, 2) == [{"a": 1, "b": 1.5, "c": "set by a reader"}, {"a": 2}]
     assert b'"c": "set by a reader"' in b"".join(json_chunks({"r": rows}))
+
+
+def test_a_pad_that_is_not_msgspec_s_indent_is_shifted_after() -> None:
+    from tb_diagnostics.output import _list_chunks
+
+    rows = LazyRows.from_columns(("a", "l"), ([1, 2, 3], [[1], [], [2, 3]]))
+    for pad in (b"", b"   ", b"    ", b"\t"):
+        body = encode_json(rows.rows(0, 3), indent=2)
+        shifted = (pad + body[2:-2].replace(b"\n", b"\n" + pad)) if pad else body[2:-2]
+        expected = b"[\n" + shifted + b"\n" + pad + b"]"
+        assert b"".join(_list_chunks(rows, pad, 2)) == expected

@@ -81,8 +81,11 @@ def _column(col: _Packed, lo: int, hi: int) -> list[Any]:
         assert isinstance(col, _Masked)
         hi = min(hi, col.n)
         a, b = int(col.at[lo]), int(col.at[hi])
+        if b - a == hi - lo:  # every row has a value
+            return _column(col.inner, a, b)
         out = [col.fill] * (hi - lo)
-        _scatter(out, np.flatnonzero(col.mask[lo:hi]).tolist(), _column(col.inner, a, b))
+        if b > a:
+            _scatter(out, np.flatnonzero(col.mask[lo:hi]).tolist(), _column(col.inner, a, b))
         return out
     if t is _Lists:
         assert isinstance(col, _Lists)
@@ -91,6 +94,13 @@ def _column(col: _Packed, lo: int, hi: int) -> list[Any]:
             return []
         off = col.offsets[lo:hi + 1]
         flat = _column(col.flat, int(off[0]), int(off[-1]))
+        sizes = np.diff(off)
+        if (sizes == sizes[0]).all():
+            # Lists of one length (none, one segment) as tuples, which msgspec writes as
+            # lists: zip makes them in C, 15x faster than slicing a list per row.
+            if not sizes[0]:
+                return [()] * (hi - lo)
+            return list(zip(*[iter(flat)] * int(sizes[0]), strict=True))
         return [flat[a:b] for a, b in itertools.pairwise((off - off[0]).tolist())]
     if t is _Dicts:
         assert isinstance(col, _Dicts)
@@ -108,6 +118,8 @@ def _set_rows(col: _Packed, lo: int, hi: int) -> tuple[list[int] | None, list[An
     if type(col) is _Masked and col.fill is ABSENT:  # type: ignore[attr-defined]
         assert isinstance(col, _Masked)
         a, b = int(col.at[lo]), int(col.at[hi])
+        if b - a == hi - lo:
+            return None, _column(col.inner, a, b)
         return np.flatnonzero(col.mask[lo:hi]).tolist(), _column(col.inner, a, b)
     values = _column(col, lo, hi)
     if type(col) is not _Array and ABSENT in values:

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from tb_diagnostics.lazy_json import encodable
-from tb_diagnostics.lazy_rows import CHUNK, LazyRows
+from tb_diagnostics.lazy_rows import LazyRows
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_RUN = re.compile("[\ud800-\udfff]+")
@@ -70,7 +70,12 @@ def json_text(payload: Any) -> str:
     return encode_json(payload, indent=2).decode() + "\n"
 
 
-def json_chunks(payload: Any, rows_per_chunk: int = CHUNK) -> Iterator[bytes]:
+#: Rows of a LazyRows encoded at once: their ~4 MB of indented JSON stay in the CPU's cache
+#: through encoding, formatting and the cut (4096 rows wrote 10-20% slower at 10^5 steps).
+ROWS_PER_CHUNK = 1024
+
+
+def json_chunks(payload: Any, rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[bytes]:
     """:func:`json_text`'s bytes, in pieces to write as they come: the document around its
     :class:`~tb_diagnostics.lazy_rows.LazyRows` (the step lists of a span of a million
     steps), then each such list ``rows_per_chunk`` rows at a time, encoded by msgspec and
