@@ -38,6 +38,7 @@ from tb_diagnostics.trace.columns import (
     constant,
     digits,
     take,
+    time_order,
     writable,
 )
 from tb_diagnostics.trace.decode import TS_NOT_A_NUMBER
@@ -117,18 +118,21 @@ class ModelBuilder:
 
     def add(self, events: list) -> None:
         phases = list(map(_PHASE, events))
-        if phases.count("X") == len(phases):  # a batch of complete events only: no copy
+        present = set(phases)
+        # The rest (flows, memory samples, metadata) go to the side events, which pick them
+        # by phase; a batch of one side only is not copied.
+        if "X" not in present:
+            xs, others = [], events
+        elif len(present) == 1:
             xs, others = events, []
         else:
             xs = [e for e in events if e.ph == "X"]
-            # The rest (flows, memory samples, metadata) go to the side events; few traces
-            # have phases outside the format, so they are counted only when a set shows one.
             others = [e for e in events if e.ph != "X"]
-            if not _KNOWN_PHASES.issuperset(phases):
-                unknown = sum(n for ph, n in Counter(phases).items()
-                              if ph not in _KNOWN_PHASES)
-                key = "unknown phase (ignored)"
-                self.odd[key] = self.odd.get(key, 0) + unknown
+        # Few traces have phases outside the format: counted only when the set shows one.
+        if not _KNOWN_PHASES.issuperset(present):
+            unknown = sum(n for ph, n in Counter(phases).items() if ph not in _KNOWN_PHASES)
+            key = "unknown phase (ignored)"
+            self.odd[key] = self.odd.get(key, 0) + unknown
         del phases
         self.n_events += len(events)
         ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
@@ -152,26 +156,8 @@ class ModelBuilder:
             self._count(_NO_DUR, int(missing.sum()))
             self._count(_ABSURD_DUR, int((bad & ~missing).sum()))
             dur[bad] = 0.0  # missing, NaN, negative, absurd: instant
-        cat_kind = self._cat_kind
-        cats = [e.cat for e in xs]
-        kinds = list(map(cat_kind.get, cats))  # C-speed lookups; new categories below
-        if None in kinds:
-            for c in set(cats) - cat_kind.keys():
-                cat_kind[c] = int(CATEGORY_KIND.get(c, Kind.OTHER))
-            kinds = list(map(cat_kind.__getitem__, cats))
-        del cats
-        kind = np.asarray(kinds, dtype=np.uint8)
-        del kinds
-        is_dev = _IS_DEVICE_KIND[kind]
-        lane_ids = self.lane_ids
-        keys = list(zip(is_dev.tolist(), [e.pid for e in xs], [e.tid for e in xs],
-                        strict=True))
-        lanes = list(map(lane_ids.get, keys))
-        if None in lanes:  # threads first seen in this batch, numbered in order of appearance
-            lanes = [lane_ids.setdefault(k, len(lane_ids)) for k in keys]
-        del keys
-        lane = np.asarray(lanes, dtype=np.int32)
-        del lanes
+        kind = self._kinds(xs)
+        lane = self._lanes(xs, _IS_DEVICE_KIND[kind])
         args = [e.args for e in xs]
         intern = self.intern
         # Interned in this order (names, then the args' stacks, shapes, types, concrete
@@ -187,7 +173,42 @@ class ModelBuilder:
         if renumbered:
             self._count(_RENUMBERED, int(np.logical_or.reduce(renumbered).sum()))
         if others:
-            self.side.add(others)
+            self.side.add(others, present - {"X"})
+
+    def _kinds(self, xs: list) -> np.ndarray:
+        """The events' kinds from their categories (C-speed lookups; one for a batch of
+        one category, as a run of tiny ops is)."""
+        cat_kind = self._cat_kind
+        cats = [e.cat for e in xs]
+        n = len(cats)
+        if n and cats.count(cats[0]) == n and cats[0] in cat_kind:
+            return np.full(n, cat_kind[cats[0]], dtype=np.uint8)
+        kinds = list(map(cat_kind.get, cats))
+        if None in kinds:  # categories first seen here
+            for c in set(cats) - cat_kind.keys():
+                cat_kind[c] = int(CATEGORY_KIND.get(c, Kind.OTHER))
+            kinds = list(map(cat_kind.__getitem__, cats))
+        return np.asarray(kinds, dtype=np.uint8)
+
+    def _lanes(self, xs: list, is_dev: np.ndarray) -> np.ndarray:
+        """Each event's lane: its thread (is device, pid, tid), numbered in order of first
+        appearance. A batch on one thread (most are: a thread's events are written
+        together) is one look-up, not a tuple and a hash per event."""
+        lane_ids = self.lane_ids
+        pids = [e.pid for e in xs]
+        tids = [e.tid for e in xs]
+        n = len(pids)
+        if n and pids.count(pids[0]) == n and tids.count(tids[0]) == n:
+            dev = bool(is_dev[0])
+            if bool(is_dev.all()) if dev else not is_dev.any():
+                key = (dev, pids[0], tids[0])
+                return np.full(n, lane_ids.setdefault(key, len(lane_ids)), dtype=np.int32)
+        keys = list(zip(is_dev.tolist(), pids, tids, strict=True))
+        del pids, tids
+        lanes = list(map(lane_ids.get, keys))
+        if None in lanes:  # threads first seen in this batch
+            lanes = [lane_ids.setdefault(k, len(lane_ids)) for k in keys]
+        return np.asarray(lanes, dtype=np.int32)
 
     def _concrete(self, name: np.ndarray, args: list) -> np.ndarray:
         """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest)."""
@@ -309,14 +330,14 @@ class ModelBuilder:
             stream[fill] = lane_tid[lane_col[fill]]
 
         origin = float(ts_abs.min()) if n else 0.0
-        order = np.lexsort((-dur, ts_abs)) if n else np.zeros(0, dtype=np.int64)
-        kind = kind[order]
-        start = ts_abs[order] - origin
+        order = time_order(ts_abs, dur)  # None: in order already, no column copied
+        kind = take(kind, order)
+        start = take(ts_abs, order) - origin
         del ts_abs
-        dur = dur[order]
-        lane_col = lane_col[order]
+        dur = take(dur, order)
+        lane_col = take(lane_col, order)
         corr = take(corr, order)
-        is_dev = is_dev[order]
+        is_dev = take(is_dev, order)
         meta = _meta(doc)
         columns = stored_columns(col, order, len(self.intern.strings))
         if len(keys) < INT16_LIMIT:

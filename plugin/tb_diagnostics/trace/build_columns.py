@@ -120,8 +120,9 @@ def arg_columns(intern: Interner, args: list) -> tuple[dict[str, np.ndarray | in
     del nbytes
     cols["pyid"] = link([a.python_id for a in args])
     parents = [a.python_parent_id for a in args]
-    cols["pypar"] = n if parents.count(None) == n else link(
-        [NO_ID if v is None else v for v in parents])
+    if None in parents:  # a null parent id: no parent
+        parents = [NO_ID if v is None else v for v in parents]
+    cols["pypar"] = link(parents)
     del parents
     # Interned in this order: string ids are numbered in order of first appearance.
     stacks = [a.call_stack for a in args]

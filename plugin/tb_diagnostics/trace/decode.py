@@ -61,11 +61,6 @@ def _link_id(v: Any) -> int:
     return ABSENT
 
 
-def _opt_id(v: Any) -> int | None:
-    i = _link_id(v)
-    return None if i == ABSENT else i
-
-
 def _str(v: Any) -> str:
     return v if type(v) is str else ""
 
@@ -109,7 +104,8 @@ _ARG_FIELDS: list[Field] = [
     ("external_id", "External id", int, ABSENT, _link_id),
     ("external_id_lc", "external id", int, ABSENT, _link_id),
     ("python_id", "Python id", int, ABSENT, _link_id),
-    ("python_parent_id", "Python parent id", int | None, None, _opt_id),
+    # null is a parent id some profilers write (no parent): None, not a wrong type.
+    ("python_parent_id", "Python parent id", int | None, ABSENT, _link_id),
     ("call_stack", "Call stack", str, "", _str),
     ("nbytes", "bytes", float, NAN, _num),
     ("mem_bytes", "Bytes", float, NAN, _num),

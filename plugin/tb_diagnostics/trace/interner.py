@@ -48,7 +48,7 @@ class Interner:
         ``compact`` drops white space, for values that hold only numbers (shapes),
         so that the same shape printed two ways is one string.
         """
-        keys = list(map(bytes, values))
+        keys = raw_texts(values)
         known = self.raw_ids[compact]
         out = list(map(known.get, keys))
         if None in out:
@@ -61,3 +61,18 @@ class Interner:
                         j = known[k] = int(self.many([text])[0])
                     out[i] = j
         return np.asarray(out, dtype=np.int32)
+
+
+#: Joins a batch's raw values for one split: a byte no JSON text holds outside a string,
+#: nor inside one (control characters there are escaped).
+_SEPARATOR = b"\x00"
+
+
+def raw_texts(values: list[Any]) -> list[bytes]:
+    """Each raw JSON value (``msgspec.Raw`` or bytes) as bytes: one join and one split at
+    C speed, a third of ``bytes()`` per value (133 ns a value, a Raw being read through
+    the buffer protocol); per value where one holds the separator (a hostile file)."""
+    keys = _SEPARATOR.join(values).split(_SEPARATOR)
+    if len(keys) != len(values):
+        return list(map(bytes, values))
+    return keys

@@ -53,14 +53,16 @@ class SideEvents:
         self.memory_threads: dict[tuple[Any, Any], int] = {}
         self.renumbered = 0  # flows whose id did not fit int64 (columns.link_ids)
 
-    def add(self, events: list[Any]) -> None:
-        """Take what is needed from one batch of decoded events (complete ones are skipped).
+    def add(self, events: list[Any], present: set[str] | None = None) -> None:
+        """Take what is needed from one batch of decoded events (complete ones are skipped);
+        ``present`` is the set of the batch's phases where the caller has it.
 
         One filtering pass per kind of event rather than one Python loop with branches:
         most of these events are memory samples, and a comprehension's test is cheaper
         than a loop body's. A kind the batch has no event of (its set of phases says so)
         costs no pass."""
-        present = set(map(_PHASE, events))
+        if present is None:
+            present = set(map(_PHASE, events))
         if not present.isdisjoint(_FLOW_PHASES):
             self._add_flows([e for e in events if e.ph in _FLOW_PHASES])
         if not present.isdisjoint(_INSTANT_PHASES):
@@ -119,7 +121,15 @@ class SideEvents:
         m["device_id"].extend(ints([a.device_id for a in args]))
         m["addr"].extend(ints([a.addr for a in args]))
         mt = self.memory_threads
-        keys = list(zip([e.pid for e in samples], [e.tid for e in samples], strict=True))
+        pids = [e.pid for e in samples]
+        tids = [e.tid for e in samples]
+        n = len(pids)
+        if pids.count(pids[0]) == n and tids.count(tids[0]) == n:  # one thread: one look-up
+            m["thread"].extend(np.full(n, mt.setdefault((pids[0], tids[0]), len(mt)),
+                                       dtype=np.int32))
+            return
+        keys = list(zip(pids, tids, strict=True))
+        del pids, tids
         thread = list(map(mt.get, keys))
         if None in thread:
             thread = [mt.setdefault(k, len(mt)) for k in keys]
