@@ -93,8 +93,9 @@ def build_windows(analysis: SpanAnalysis) -> StepWindows:
     # verdict: a step that compiles for 1.7 s is judged on the rest.
     judged = wall - idle["profiler"] - idle["compile"] - idle["module_load"]
     frac = np.divide(compute, judged, out=np.zeros(n), where=judged > 0)
-    cause = main_idle_causes(idle, alone)
-    verdict = verdicts_of(frac, cause, analysis.thresholds)
+    code = main_idle_codes(idle, alone)
+    cause = _CAUSE_NAMES[code]
+    verdict = _verdicts_by_code(frac, code, analysis.thresholds)
     verdict_by = np.full(n, None, dtype=object)
     if limited is not None:
         verdict[limited.host] = np.where(
@@ -128,32 +129,58 @@ def build_windows(analysis: SpanAnalysis) -> StepWindows:
         stub=trailing_stub(analysis)))
 
 
+#: A main idle cause's code (its place in IDLE_CAUSES; the last code, None) -> its name.
+_CAUSE_NAMES = np.asarray([*IDLE_CAUSES, None], dtype=object)
+#: ... -> the verdict of a step below low_busy with that cause (verdict.verdict_of).
+_CAUSE_VERDICTS = np.asarray([CAUSE_VERDICT[c or "other"] for c in (*IDLE_CAUSES, None)],
+                             dtype=object)
+
+
+def main_idle_codes(idle: dict[str, np.ndarray], exposed_collective: np.ndarray,
+                    ) -> np.ndarray:
+    """Per window, the code of :func:`main_idle_causes` (int8: the cause's place in
+    :data:`.verdict.IDLE_CAUSES`, ``len(IDLE_CAUSES)`` for None)."""
+    # The per-window loop took a cause only where it was strictly above 0 and above
+    # every earlier one: the first maximum, where that maximum is positive (NaN never).
+    # A running maximum, cause after cause (no causes x windows table).
+    best = top = None
+    for i, c in enumerate(IDLE_CAUSES):
+        t = idle[c] + exposed_collective if c == "comm" else idle[c]
+        t = np.where(np.isnan(t), -np.inf, t)
+        if top is None:
+            best, top = np.zeros(t.shape[0], dtype=np.int8), t
+            continue
+        above = t > top
+        best[above] = i
+        top = np.where(above, t, top)
+    assert best is not None and top is not None  # IDLE_CAUSES is not empty
+    best[top <= 0.0] = len(IDLE_CAUSES)
+    return best
+
+
 def main_idle_causes(idle: dict[str, np.ndarray], exposed_collective: np.ndarray,
                      ) -> np.ndarray:
     """Per window, :func:`.verdict.main_idle_cause` (an object array of cause names or
     None): the largest cause, ties to the earlier of :data:`.verdict.IDLE_CAUSES`."""
-    times = np.stack([idle[c] + exposed_collective if c == "comm" else idle[c]
-                      for c in IDLE_CAUSES])
-    # The per-window loop took a cause only where it was strictly above 0 and above
-    # every earlier one: the first maximum, where that maximum is positive (NaN never).
-    times = np.where(np.isnan(times), -np.inf, times)
-    best = np.argmax(times, axis=0)
-    names = np.asarray(IDLE_CAUSES, dtype=object)[best]
-    names[times[best, np.arange(best.shape[0])] <= 0.0] = None
-    return names
+    return _CAUSE_NAMES[main_idle_codes(idle, exposed_collective)]
 
 
 def verdicts_of(compute_busy: np.ndarray, cause: np.ndarray, th: Thresholds) -> np.ndarray:
     """Per window, :func:`.verdict.verdict_of` (an object array of verdicts)."""
-    by_cause = np.asarray([CAUSE_VERDICT[c or "other"] for c in (*IDLE_CAUSES, None)],
-                          dtype=object)
     code = np.full(cause.shape[0], len(IDLE_CAUSES), dtype=np.int64)
     for i, c in enumerate(IDLE_CAUSES):
         code[cause == c] = i
+    return _verdicts_by_code(compute_busy, code, th)
+
+
+def _verdicts_by_code(compute_busy: np.ndarray, code: np.ndarray, th: Thresholds,
+                      ) -> np.ndarray:
+    """:func:`verdicts_of` from the causes' codes (:func:`main_idle_codes`): no string
+    compared per window."""
     # Neither below low_busy nor at compute_bound (NaN included): mixed, as verdict_of.
-    out = np.full(cause.shape[0], "mixed", dtype=object)
+    out = np.full(code.shape[0], "mixed", dtype=object)
     low = compute_busy < th.low_busy
-    out[low] = by_cause[code[low]]
+    out[low] = _CAUSE_VERDICTS[code[low]]
     out[compute_busy >= th.compute_bound] = "compute-bound"
     return out
 

@@ -152,28 +152,34 @@ class LaunchBacklog:
 
 
 def _queued(launch: np.ndarray, start: np.ndarray, dur: np.ndarray,
-            t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """At each time of ``t``: how many activities were launched before it and had not
-    started (``launch < t <= start``, HTA's count), and the device time launched before
-    it and not yet done (the running activities' remainder included)."""
+            *times: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """At each time of each of ``times``: how many activities were launched before it and
+    had not started (``launch < t <= start``, HTA's count), and the device time launched
+    before it and not yet done (the running activities' remainder included). The sorts
+    and running sums are made once for all of ``times`` (the steps' starts and ends)."""
     start = np.maximum(start, launch)  # a clock skew must not start work before its launch
     end = start + dur
     lo = np.argsort(launch, kind="stable")
     so = np.argsort(start, kind="stable")
     eo = np.argsort(end, kind="stable")
-    n_l = np.searchsorted(launch[lo], t, side="left")
-    n_s = np.searchsorted(start[so], t, side="left")
-    n_e = np.searchsorted(end[eo], t, side="right")
-    launched = _prefix(dur[lo], n_l)
-    # Done by t: every finished activity, and of the running ones, t minus their start.
-    done = (_prefix(dur[eo], n_e) + t * (n_s - n_e)
-            - (_prefix(start[so], n_s) - _prefix(start[eo], n_e)))
-    return n_l - n_s, np.maximum(launched - done, 0.0)
+    launch_sorted, start_sorted, end_sorted = launch[lo], start[so], end[eo]
+    dur_l, dur_e, start_s, start_e = (_sums(v) for v in (dur[lo], dur[eo], start[so],
+                                                         start[eo]))
+    out = []
+    for t in times:
+        n_l = np.searchsorted(launch_sorted, t, side="left")
+        n_s = np.searchsorted(start_sorted, t, side="left")
+        n_e = np.searchsorted(end_sorted, t, side="right")
+        launched = dur_l[n_l]
+        # Done by t: every finished activity, and of the running ones, t minus their start.
+        done = dur_e[n_e] + t * (n_s - n_e) - (start_s[n_s] - start_e[n_e])
+        out.append((n_l - n_s, np.maximum(launched - done, 0.0)))
+    return out
 
 
-def _prefix(values: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """The sums of the first ``n`` of ``values``."""
-    return np.concatenate(([0.0], np.cumsum(values)))[n]
+def _sums(values: np.ndarray) -> np.ndarray:
+    """The sums of the first ``n`` of ``values`` at ``[n]``: 0, then the running sum."""
+    return np.concatenate(([0.0], np.cumsum(values)))
 
 
 def union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -217,8 +223,8 @@ def launch_backlog(analysis: SpanAnalysis) -> LaunchBacklog:
     queued = has | pre
     launch_t = np.where(has, m.start[np.maximum(launcher, 0)], -np.inf)[queued]
     a_start, a_dur = m.start[acts][queued], m.dur[acts][queued]
-    count_lo, work_lo = _queued(launch_t, a_start, a_dur, host_lo)
-    count_hi, work_hi = _queued(launch_t, a_start, a_dur, host_hi)
+    (count_lo, work_lo), (count_hi, work_hi) = _queued(launch_t, a_start, a_dur, host_lo,
+                                                       host_hi)
 
     window = (analysis.activity_step if len(hs)
               else np.zeros(acts.shape[0], dtype=np.int64)).astype(np.int64)
