@@ -41,14 +41,17 @@ from tb_diagnostics.analysis.replay.order import Nodes
 #: Stretches of fewer nodes than this are replayed node by node: numpy's per-call cost of
 #: a vectorised stretch (a few hundred µs) is more than the loop's (about 1 µs a node).
 MIN_VECTOR_NODES = 512
+#: Runs up to this long are summed a column at a time, longer ones as padded rows.
+NARROW = 8
 #: Rounds of flipping wrongly guessed resets before a stretch is replayed node by node.
 MAX_ROUNDS = 8
 
 
 def segmented_accumulate(ufunc: np.ufunc, x: np.ndarray, first: np.ndarray) -> np.ndarray:
     """``ufunc.accumulate`` of ``x`` restarted where ``first`` is set (``first[0]`` is),
-    each run computed in order, as a loop would: runs of like length side by side as
-    the rows of one array (``accumulate(axis=1)`` adds along each row in order)."""
+    each run computed in order, as a loop would. Runs of like length go together: short
+    ones a column at a time, long ones as the rows of one array (``accumulate(axis=1)``
+    adds along each row in order), a run alone with one call."""
     if not x.size:
         return x.copy()
     starts = np.flatnonzero(first)
@@ -59,23 +62,29 @@ def segmented_accumulate(ufunc: np.ufunc, x: np.ndarray, first: np.ndarray) -> n
     long = lens > 1
     if not long.any():
         return out
-    # Rows padded to the bucket's longest: at most twice the values a bucket holds.
     bucket = np.zeros(lens.shape[0], dtype=np.int64)
     bucket[long] = np.ceil(np.log2(lens[long])).astype(np.int64)
-    for w in np.unique(bucket[long]).tolist():
+    for w in np.flatnonzero(np.bincount(bucket[long])).tolist():
         sel = np.flatnonzero(bucket == w)
-        if sel.size == 1:
-            s, e = int(starts[sel[0]]), int(starts[sel[0]] + lens[sel[0]])
-            out[s:e] = ufunc.accumulate(x[s:e])
-            continue
         width = int(lens[sel].max())
-        cols = np.arange(width)
-        idx = starts[sel][:, None] + cols
-        valid = cols < lens[sel][:, None]
-        # The padding sits after each row's run: it never enters a value that is kept.
-        block = x[np.where(valid, idx, 0)]
-        acc = ufunc.accumulate(block, axis=1)
-        out[idx[valid]] = acc[valid]
+        if sel.size == 1:
+            s = int(starts[sel[0]])
+            out[s:s + width] = ufunc.accumulate(x[s:s + width])
+        elif width <= NARROW:
+            # Column by column: each run's k-th value from its (k-1)-th, every run at once.
+            at, left = starts[sel], lens[sel]
+            for k in range(1, width):
+                on = left > k
+                at, left = at[on], left[on]
+                out[at + k] = ufunc(out[at + k - 1], x[at + k])
+        else:
+            # Rows padded to the bucket's longest (at most twice the values it holds); the
+            # padding sits after each row's run and never enters a value that is kept.
+            cols = np.arange(width)
+            idx = starts[sel][:, None] + cols
+            valid = cols < lens[sel][:, None]
+            acc = ufunc.accumulate(x[np.where(valid, idx, 0)], axis=1)
+            out[idx[valid]] = acc[valid]
     return out
 
 
