@@ -103,23 +103,39 @@ def test_the_hand_made_trace_has_every_kind_of_edge(busy):
 
 @pytest.mark.parametrize("which", ["none", "faster gemm", "slower device", "removed host time",
                                    "syncs freed", "stream gaps", "all"])
-def test_numpy_stretches_give_the_loops_floats(busy, which, monkeypatch):
+@pytest.mark.parametrize("min_vector", [EVERY, 24])
+def test_numpy_stretches_give_the_loops_floats(busy, which, min_vector, monkeypatch):
+    """Every stretch with numpy, or the long ones with numpy and the rest node by node
+    between them: the same floats as the loop over every node."""
     change = _changes(busy)[which]
-    used = []
-    vector = stretches._vector_stretch
+    used: list[bool] = []
+    looped: list[int] = []
+    vector, loop_block = stretches._vector_stretch, stretches._loop_block
 
     def counted(st, b0, b1):
         ok = vector(st, b0, b1)
         used.append(ok)
         return ok
 
+    def counted_loop(st, b0, b1):
+        looped.append(b1 - b0)
+        loop_block(st, b0, b1)
+
     monkeypatch.setattr(stretches, "_vector_stretch", counted)
+    monkeypatch.setattr(stretches, "_loop_block", counted_loop)
     loop = replay(busy, change, min_vector=NONE)
-    assert not used
-    vec = replay(busy, change, min_vector=EVERY)
+    assert not used and sum(looped) == stretches_total(busy)
+    looped.clear()
+    vec = replay(busy, change, min_vector=min_vector)
     assert sum(used) >= 10  # the order was cut, and numpy replayed the stretches
+    assert bool(looped) == (min_vector > 1)
     for field in ("lo", "hi", "a_end", "h_time"):
         assert getattr(vec, field).tobytes() == getattr(loop, field).tobytes(), field
+
+
+def stretches_total(a) -> int:
+    g = replay_graph(a)
+    return g.h_time.shape[0] + g.a_start.shape[0]
 
 
 def test_the_change_moves_the_replay(busy):
@@ -235,3 +251,13 @@ def test_random_chains_match_the_loop():
             assert got is not None
             want = _loop_chain(first, has_init, init, x, a, bb)
             assert got[1].tobytes() == want[1].tobytes()
+
+
+def test_a_stretch_whose_resets_do_not_settle_is_replayed_node_by_node(busy, monkeypatch):
+    """No round to check the guess in: every stretch falls back to the loop, same floats."""
+    change = _changes(busy)["all"]
+    loop = replay(busy, change, min_vector=NONE)
+    monkeypatch.setattr(stretches, "MAX_ROUNDS", 0)
+    vec = replay(busy, change, min_vector=EVERY)
+    for field in ("lo", "hi", "a_end", "h_time"):
+        assert getattr(vec, field).tobytes() == getattr(loop, field).tobytes(), field
