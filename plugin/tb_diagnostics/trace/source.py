@@ -14,15 +14,19 @@ a daemon and is abandoned; it ends when its read does).
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 READ_TIMEOUT_ENV = "TB_DIAGNOSTICS_READ_TIMEOUT_S"
 DEFAULT_READ_TIMEOUT_S = 60.0
+#: Reads a helper runs ahead of its loader (:meth:`BoundedCalls.ahead`): 1 MiB of 256 KiB
+#: blocks, enough that the next one is mostly read when the loader asks for it.
+AHEAD_CALLS = 4
 #: Without ``O_NONBLOCK`` opening a FIFO waits for a writer; it changes nothing for
 #: regular files. ``O_NOFOLLOW``: a symbolic link swapped in after the scan is not
 #: followed out of the log dir.
@@ -87,6 +91,55 @@ class BoundedCalls:
         if not ok:
             raise value
         return value
+
+    def ahead(self, fn: Callable[..., Any], calls: Iterable[tuple[Any, ...]],
+              depth: int = AHEAD_CALLS) -> Iterator[Any]:
+        """``fn(*args)`` for each ``args`` of ``calls``, in order, the helper running up to
+        ``depth`` of them ahead of the caller; each answer waited for at most the timeout.
+
+        One handoff per call costs a wake-up of the helper and one of the caller: on a
+        machine whose every core is busy (the parallel load's processes) each waits for a
+        core, milliseconds; ahead, the next answer is mostly there already. The answers
+        the caller did not take (it stopped early) are waited out, so that no later call
+        reads one of them as its own."""
+        if self.timeout is None:
+            for args in calls:
+                yield fn(*args)
+            return
+        if self._stalled:
+            raise ReadStalled(self.timeout)
+        if self._helper is None:
+            self._helper = _Helper.take()
+        helper = self._helper
+        todo = iter(calls)
+        pending = 0
+        try:
+            for args in itertools.islice(todo, depth):
+                helper.todo.put((fn, args))
+                pending += 1
+            while pending:
+                ok, value = self._answer(helper)
+                pending -= 1
+                if not ok:
+                    raise value
+                for args in itertools.islice(todo, 1):
+                    helper.todo.put((fn, args))
+                    pending += 1
+                yield value
+        finally:
+            while pending and not self._stalled:
+                try:
+                    self._answer(helper)
+                except ReadStalled:
+                    break
+                pending -= 1
+
+    def _answer(self, helper: _Helper) -> tuple[bool, Any]:
+        try:
+            return helper.done.get(timeout=self.timeout)
+        except queue.Empty:
+            self._stalled = True
+            raise ReadStalled(self.timeout or 0.0) from None
 
     def close(self) -> None:
         helper, self._helper = self._helper, None
