@@ -77,29 +77,31 @@ def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
     dev, node = g.order_device, g.order_index
     n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
     n = n_h + n_a
-    at = np.arange(n, dtype=np.int64)
-    h_pos = np.empty(n_h, dtype=np.int64)
+    # Positions fit 32 bits but on spans of over 2**31 nodes: half the memory they keep.
+    ix = np.int32 if n < 2**31 - 1 else np.int64
+    at = np.arange(n, dtype=ix)
+    h_pos = np.empty(n_h, dtype=ix)
     h_pos[node[~dev]] = at[~dev]
-    a_pos = np.empty(n_a, dtype=np.int64)
+    a_pos = np.empty(n_a, dtype=ix)
     a_pos[node[dev]] = at[dev]
     # A thread's timepoints in visit order, one after another.
     hp = at[~dev]
     hid = node[~dev]
     by_lane = np.argsort(g.h_lane[hid], kind="stable")
     same = g.h_lane[hid[by_lane[1:]]] == g.h_lane[hid[by_lane[:-1]]]
-    h_pred = np.full(n_h, -1, dtype=np.int64)
+    h_pred = np.full(n_h, -1, dtype=ix)
     h_pred[hid[by_lane[1:]][same]] = hp[by_lane[:-1]][same]
-    h_pred_node = np.full(n_h, -1, dtype=np.int64)
+    h_pred_node = np.full(n_h, -1, dtype=ix)
     h_pred_node[hid[by_lane[1:]][same]] = hid[by_lane[:-1]][same]
 
     def edge(to_pos: np.ndarray, target: np.ndarray, own: np.ndarray) -> np.ndarray:
-        r = np.full(target.shape[0], -1, dtype=np.int64)
+        r = np.full(target.shape[0], -1, dtype=ix)
         on = target >= 0
         r[on] = to_pos[target[on]]
         r[r > own] = n  # visited later: the loop read 0.0
         return r
 
-    join = np.full(n_h, -1, dtype=np.int64)
+    join = np.full(n_h, -1, dtype=ix)
     join[join_node] = join_last
     anchor = g.h_anchor
     after = np.zeros(n_h)
@@ -119,7 +121,7 @@ def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
     later = (h_anchor < 0) & (h_pred >= 0)
     h_cut = np.where(later & (h_join >= 0), real(h_join), real(h_anchor))
     h_sync_src = np.where(later & (h_join < 0), real(h_release), -1)
-    cut_src = np.full(n, -1, dtype=np.int64)
+    cut_src = np.full(n, -1, dtype=ix)
     cut_src[h_pos] = h_cut
     cut_src[a_pos] = np.maximum(real(a_cross), np.where(a_any, real(a_dev), -1))
     h_special = (h_anchor >= 0) | (h_pred < 0) | (h_join >= 0) | (h_release >= 0)
