@@ -6,11 +6,14 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import is_not
 
 import numpy as np
 
 from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.names import short_name
@@ -51,7 +54,7 @@ def step_numbers(analysis: SpanAnalysis, windows: Iterable[int]) -> list[int | N
     c = analysis.windows.columns
     idx = (windows.ravel().astype(np.int64) if isinstance(windows, np.ndarray)
            else np.asarray([int(k) for k in windows], dtype=np.int64))
-    idx = np.unique(idx[(idx >= 0) & (idx < len(c))])
+    idx = unique(idx[(idx >= 0) & (idx < len(c))])  # by a sort: see views.distinct
     return c.step[idx].tolist() if c.has_steps else [None] * int(idx.shape[0])
 
 
@@ -88,7 +91,7 @@ def name_ids_matched(analysis: SpanAnalysis, pattern: re.Pattern[str]) -> np.nda
 
 def steps_text(steps: Sequence[int | None]) -> str:
     """``step 6``, ``steps 5–10``, ``steps 3, 7`` or ``the span``."""
-    nums = [s for s in steps if s is not None]
+    nums = list(filter(partial(is_not, None), steps))  # in C: a span's every step
     if not nums:
         return "the span"
     if len(nums) == 1:

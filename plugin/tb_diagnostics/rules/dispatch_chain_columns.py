@@ -30,6 +30,7 @@ from tb_diagnostics.analysis.critpath import critical_paths
 from tb_diagnostics.analysis.dispatch_flat import THREAD, _root_name
 from tb_diagnostics.analysis.dispatch_forest import FlatForest, flat_forest
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.rules._util import name_ids_matched
 
 
@@ -119,7 +120,7 @@ def path_chains(analysis: SpanAnalysis, gemm: re.Pattern[str], lo_w: int = 0,
 def _gemm_nodes(analysis: SpanAnalysis, f: FlatForest, gemm: re.Pattern[str]) -> np.ndarray:
     """Whether each node's own name is a GEMM's (the step's and the threads' too)."""
     strings = analysis.model.strings
-    sids = np.unique(f.name[f.name >= 0])
+    sids = unique(f.name[f.name >= 0])
     by_sid = np.zeros(int(sids.max()) + 1 if sids.size else 1, dtype=bool)
     by_sid[sids] = [bool(gemm.match(strings[s])) for s in sids.tolist()]
     out = by_sid[np.maximum(f.name, 0)] & (f.name >= 0)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.tables import kernel_instances
 from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.rules._util import (
@@ -111,7 +112,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         ev.append(evidence(analysis, fast, f"fastest instance, {fmt_us(lo[g])}"))
         ev.append(evidence(analysis, slow, f"slowest instance, {fmt_us(hi[g])} "
                            f"({hi[g] / lo[g]:.1f}×)"))
-    windows_bad = np.unique(ki.window[np.isin(ki.rows, rows_o[last[bad]])])
+    windows_bad = unique(ki.window[np.isin(ki.rows, rows_o[last[bad]])])
     steps = step_numbers(analysis, windows_bad)
     return [Finding(
         rule=RULE.id, severity=RULE.severity, title=RULE.title,

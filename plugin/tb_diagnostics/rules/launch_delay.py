@@ -39,6 +39,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.launch import launch_delays
 from tb_diagnostics.rules._util import evidence_rows, fmt_us, step_numbers, top_by
 from tb_diagnostics.rules.base import Finding, Rule, evidence
@@ -77,7 +78,7 @@ def _waits_invisible(analysis: SpanAnalysis) -> bool:
     """Several streams or collectives: a late start may be a wait the trace does not show."""
     m = analysis.model
     acts = m.device_activity_rows
-    streams = np.unique(m.device[acts] * (1 << 32) + m.stream[acts])
+    streams = unique(m.device[acts] * (1 << 32) + m.stream[acts])
     return streams.size > 1 or bool(m.rows_matching(_COLLECTIVE).size)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import unique
 
 
 def _innermost_at(analysis: SpanAnalysis, lane: int, t: np.ndarray) -> np.ndarray:
@@ -41,7 +42,7 @@ def host_names(analysis: SpanAnalysis, start: np.ndarray, end: np.ndarray,
     out = row.astype(np.int64, copy=True)
     half = (end - start) / 2
     mid = start + half
-    for ln in np.unique(lane[lane >= 0]).tolist():
+    for ln in unique(lane[lane >= 0]).tolist():  # the sorting path: see distinct
         on = np.flatnonzero(lane == ln)
         s, e, h = start[on], end[on], half[on]
         cand = _innermost_at(analysis, ln, mid[on])

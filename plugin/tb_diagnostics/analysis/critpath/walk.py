@@ -22,6 +22,7 @@ kind (the program's own, the DataLoader's, collectives').
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -145,6 +146,18 @@ def _walk(pred: np.ndarray, reach: np.ndarray, ends: np.ndarray, lo: np.ndarray,
     return node[order], stp[order]
 
 
+def _node_pieces(column: np.ndarray, nodes: np.ndarray, real: np.ndarray, dtype: Any,
+                 virtual_first: Any, virtual_rest: Any) -> np.ndarray:
+    """A ``(PIECES, nodes)`` column of the path's ``nodes``, node after node (``column``
+    for the real ones; for the virtual ones past it, ``virtual_first`` then
+    ``virtual_rest``), without a copy of the whole column with the virtual nodes."""
+    out = np.empty((nodes.shape[0], column.shape[0]), dtype=dtype)
+    out[real] = column[:, nodes[real]].T
+    out[~real, 0] = virtual_first
+    out[~real, 1:] = virtual_rest
+    return out.ravel()
+
+
 @computed
 def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     e = path_edges(analysis)
@@ -161,30 +174,33 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     # (a thread with no timepoint at all: nothing binds the host's end)
     v_pred = gather(on, at, NO_ID).astype(np.int64)
     v_t0 = gather(e.h_time, v_pred, np.nan)
-    pred = np.concatenate([e.pred, v_pred])
-    t0 = np.concatenate([e.t0, np.full((e.t0.shape[0], n_steps), np.nan)], axis=1)
-    t0[0, n_nodes:] = v_t0
-    kind = np.concatenate([e.kind, np.full((e.t0.shape[0], n_steps), HOST, np.int8)], axis=1)
-    row = np.concatenate([e.row, np.tile(step_rows, (e.t0.shape[0], 1))], axis=1)
-    lanes = np.concatenate([e.lane, np.full((e.t0.shape[0], n_steps), lane)], axis=1)
-    reach = np.concatenate([e.reach, v_t0])
+    pred = np.concatenate([e.pred, v_pred]).astype(np.int64, copy=False)
+    reach = np.nan_to_num(np.concatenate([e.reach, v_t0]), nan=np.inf)
     end_node = np.where(device_ends, e.n_host + last_act, n_nodes + np.arange(n_steps))
     todo_a = np.flatnonzero(hi > lo).astype(np.int64)
-    nodes, steps = _walk(pred.astype(np.int64), np.nan_to_num(reach, nan=np.inf),
-                         end_node.astype(np.int64), lo.astype(np.float64), todo_a)
+    nodes, steps = _walk(pred, reach, end_node.astype(np.int64), lo.astype(np.float64),
+                         todo_a)
 
-    # The pieces in path order, then per step the remainder down to its start.
+    # The pieces in path order (node after node, each node's pieces latest first), then
+    # per step the remainder down to its start. A virtual node's pieces: the host's, back
+    # to the thread's last timepoint, named after the step.
     p = e.t0.shape[0]
-    pt0 = t0[:, nodes].T.ravel()
-    pk, pr, pl = (x[:, nodes].T.ravel() for x in (kind, row, lanes))
+    real = nodes < n_nodes
+    virt = nodes[~real] - n_nodes
+    pt0 = _node_pieces(e.t0, nodes, real, np.float64, v_t0[virt], np.nan)
+    pk = _node_pieces(e.kind, nodes, real, np.result_type(e.kind, np.int8), HOST, HOST)
+    pr = _node_pieces(e.row, nodes, real, np.result_type(e.row, step_rows),
+                      step_rows[virt], step_rows[virt][:, None])
+    pl = _node_pieces(e.lane, nodes, real, np.result_type(e.lane, np.int64), lane, lane)
     ps = np.repeat(steps, p)
     pt0 = np.concatenate([pt0, lo[todo_a]])
     pk = np.concatenate([pk, np.full(todo_a.size, HOST, np.int8)])
     pr = np.concatenate([pr, step_rows[todo_a]])
     pl = np.concatenate([pl, np.full(todo_a.size, lane)])
-    seq = np.concatenate([np.arange(ps.size), np.full(todo_a.size, ps.size)])
     ps = np.concatenate([ps, todo_a])
-    order = np.lexsort((seq, ps))
+    # Both parts are in step order, so a stable sort by step (two sorted runs: one merge)
+    # puts each step's remainder after its nodes' pieces.
+    order = np.argsort(ps, kind="stable")
     ok = ~np.isnan(pt0[order])
     order = order[ok]
     pt0, pk, pr, pl, ps = pt0[order], pk[order], pr[order], pl[order], ps[order]
