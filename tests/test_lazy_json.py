@@ -197,3 +197,19 @@ def test_a_pad_that_is_not_msgspec_s_indent_is_shifted_after() -> None:
         shifted = (pad + body[2:-2].replace(b"\n", b"\n" + pad)) if pad else body[2:-2]
         expected = b"[\n" + shifted + b"\n" + pad + b"]"
         assert b"".join(_list_chunks(rows, pad, 2)) == expected
+
+
+def test_long_lists_of_numbers_are_written_a_chunk_at_a_time(monkeypatch) -> None:
+    import tb_diagnostics.output as output
+
+    monkeypatch.setattr(output, "SCALARS_PER_CHUNK", 3)
+    rng = random.Random(5)
+    numbers = [rng.choice([*_FLOATS, 0, -7, 2 ** 70, True, False, None]) for _ in range(11)]
+    doc = {"steps": numbers, "short": numbers[:3], "t": tuple(numbers[:4]), "empty": [],
+           "deep": [{"x": [numbers, [numbers[:5]]]}], "rows": _random_rows(rng, 6, False),
+           "name": "caf\udce9"}
+    expected = encode_json(plain(_copy(doc)), indent=2) + b"\n"
+    assert b"".join(json_chunks(doc, 4)) == expected
+    del doc["name"]
+    assert b"".join(json_chunks(doc, 4)) == msgspec.json.format(
+        msgspec.json.encode(plain(_copy(doc))), indent=2) + b"\n"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -74,13 +74,19 @@ def json_text(payload: Any) -> str:
 #: through encoding, formatting and the cut (4096 rows wrote 10-20% slower at 10^5 steps).
 ROWS_PER_CHUNK = 1024
 
+#: A list of numbers this long (a finding's or a what-if's steps: one per step) is written
+#: this many at a time too: in the document around the rows, 7 such lists of 10^6 steps
+#: made 223 MB of indented JSON, held whole while the rows were written.
+SCALARS_PER_CHUNK = 65536
+
 
 def json_chunks(payload: Any, rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[bytes]:
     """:func:`json_text`'s bytes, in pieces to write as they come: the document around its
     :class:`~tb_diagnostics.lazy_rows.LazyRows` (the step lists of a span of a million
-    steps), then each such list ``rows_per_chunk`` rows at a time, encoded by msgspec and
-    indented where the list stands; never the whole list nor the whole JSON at once."""
-    lazies: list[LazyRows] = []
+    steps), then each such list ``rows_per_chunk`` rows at a time (and each long list of
+    numbers :data:`SCALARS_PER_CHUNK` at a time), encoded by msgspec and indented where the
+    list stands; never the whole list nor the whole JSON at once."""
+    lazies: list[Sequence[Any]] = []
     while True:
         nonce = _nonce()
         lazies.clear()
@@ -94,15 +100,18 @@ def json_chunks(payload: Any, rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[
         yield skeleton[pos:m.start()]
         line = skeleton.rfind(b"\n", 0, m.start()) + 1
         pad = b" " * (len(skeleton[line:m.start()]) - len(skeleton[line:m.start()].lstrip()))
-        yield from _list_chunks(lazies[int(m.group(1))], pad, rows_per_chunk)
+        rows = lazies[int(m.group(1))]
+        per_chunk = rows_per_chunk if isinstance(rows, LazyRows) else SCALARS_PER_CHUNK
+        yield from _list_chunks(rows, pad, per_chunk)
         pos = m.end()
     yield skeleton[pos:]
     yield b"\n"
 
 
-def _with_placeholders(obj: Any, nonce: str, lazies: list[LazyRows]) -> Any:
-    """``obj`` with each LazyRows as the string ``<nonce>-<n>`` (appended to ``lazies``);
-    containers that hold none are the same objects, not copies."""
+def _with_placeholders(obj: Any, nonce: str, lazies: list[Sequence[Any]]) -> Any:
+    """``obj`` with each LazyRows and each list of more than :data:`SCALARS_PER_CHUNK`
+    numbers as the string ``<nonce>-<n>`` (appended to ``lazies``); containers that hold
+    none are the same objects, not copies."""
     t = type(obj)
     if isinstance(obj, LazyRows):
         lazies.append(obj)
@@ -112,13 +121,16 @@ def _with_placeholders(obj: Any, nonce: str, lazies: list[LazyRows]) -> Any:
         return obj if all(out[k] is v for k, v in obj.items()) else out
     if t is list or t is tuple:
         if _SCALARS.issuperset(map(type, obj)):
-            return obj
+            if len(obj) <= SCALARS_PER_CHUNK:
+                return obj
+            lazies.append(obj)
+            return f"{nonce}-{len(lazies) - 1}"
         items = [_with_placeholders(v, nonce, lazies) for v in obj]
         return obj if all(a is b for a, b in zip(items, obj, strict=True)) else items
     return obj
 
 
-def _list_chunks(rows: LazyRows, pad: bytes, rows_per_chunk: int) -> Iterator[bytes]:
+def _list_chunks(rows: Sequence[Any], pad: bytes, rows_per_chunk: int) -> Iterator[bytes]:
     """The JSON of ``rows`` indented by 2 as msgspec.json.format puts a list whose line
     starts with ``pad``: each chunk's formatted list without its brackets."""
     if not len(rows):
@@ -132,8 +144,9 @@ def _list_chunks(rows: LazyRows, pad: bytes, rows_per_chunk: int) -> Iterator[by
     yield b"\n" + pad + b"]"
 
 
-def _chunk_json(rows: LazyRows, lo: int, hi: int, pad: bytes) -> bytes:
-    """Rows lo..hi-1 as msgspec.json.format writes them as items of a list at ``pad``.
+def _chunk_json(rows: Sequence[Any], lo: int, hi: int, pad: bytes) -> bytes:
+    """Rows lo..hi-1 (of a LazyRows, or a list of numbers) as msgspec.json.format writes
+    them as items of a list at ``pad``.
 
     msgspec formats the chunk nested in as many lists as the pad has indents, so its rows
     come out indented where they stand (not shifted after: a pass over every byte); the
@@ -144,6 +157,9 @@ def _chunk_json(rows: LazyRows, lo: int, hi: int, pad: bytes) -> bytes:
         body = _chunk_json(rows, lo, hi, b"")
         return pad + body.replace(b"\n", b"\n" + pad)
     cut = (depth + 1) * (depth + 2)
+    if not isinstance(rows, LazyRows):  # numbers: as they are
+        return msgspec.json.format(msgspec.json.encode(_nested(list(rows[lo:hi]), depth)),
+                                   indent=2)[cut:-cut]
     # The rows as msgspec Structs from the columns (lazy_json), else as their dicts.
     values = encodable(rows, lo, hi)
     if values is not None:
