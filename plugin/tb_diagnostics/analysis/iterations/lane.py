@@ -78,11 +78,16 @@ def outermost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return keep
 
 
-def parent_call(m: TraceModel, row: int) -> int:
-    """The enclosing host call that is not a Python frame, or -1."""
-    p = int(m.parent[row])
-    while p >= 0 and m.kind[p] == Kind.PYTHON:
-        p = int(m.parent[p])
+def parent_calls(m: TraceModel, rows: np.ndarray) -> np.ndarray:
+    """For every row of ``rows``, the enclosing host call that is not a Python frame, or
+    -1 (int64): every row climbs at once, a level a pass."""
+    p = m.parent[rows].astype(np.int64)
+    todo = np.flatnonzero(p >= 0)
+    todo = todo[m.kind[p[todo]] == Kind.PYTHON]
+    while todo.size:
+        p[todo] = m.parent[p[todo]]
+        todo = todo[p[todo] >= 0]
+        todo = todo[m.kind[p[todo]] == Kind.PYTHON]
     return p
 
 

@@ -29,6 +29,7 @@ from tb_diagnostics.analysis.iterations.lane import (
     outermost,
     pick,
 )
+from tb_diagnostics.analysis.iterations.slices import slice_groups
 from tb_diagnostics.analysis.iterations.windows import (
     EDGE_PERIODS,
     PERIOD_AGREEMENT,
@@ -232,13 +233,50 @@ def _alike(lane: Lane, level: np.ndarray, inverse: np.ndarray, it: Iterations) -
     the target both made by ``randn`` and ``to`` in one iteration are not two). The last
     window may stop short, or run on a little into what followed the loop."""
     at = np.searchsorted(lane.start[level], np.append(it.host_start, it.host_end[-1]))
-    seqs = [tuple(inverse[a:b].tolist()) for a, b in itertools.pairwise(at)]
-    mode, count = Counter(seqs[:-1]).most_common(1)[0]
-    last = seqs[-1]
+    mode_count = _mode_slice(inverse, at[:-1])
+    if mode_count is None:  # fingerprints collided: a tuple per window tells
+        seqs = [tuple(inverse[a:b].tolist()) for a, b in itertools.pairwise(at)]
+        mode, count = Counter(seqs[:-1]).most_common(1)[0]
+    else:
+        mode, count = mode_count
+    last = tuple(inverse[at[-2]:at[-1]].tolist())
+    n_seqs = at.shape[0] - 1
     n = len(mode)
     ran_on = last[:n] == mode and len(last) <= EDGE_PERIODS * n
     same = count + (ran_on or mode[:len(last)] == last)
-    return same >= PERIOD_AGREEMENT * len(seqs)
+    return same >= PERIOD_AGREEMENT * n_seqs
+
+
+def _mode_slice(inverse: np.ndarray, at: np.ndarray) -> tuple[tuple[int, ...], int] | None:
+    """``Counter(slices).most_common(1)[0]`` of the slices ``inverse[at[k]:at[k + 1]]``
+    as tuples: the commonest, the first seen among equally common ones, and its count,
+    from their groups (:func:`.slices.slice_groups`). None where that cannot tell."""
+    if at.shape[0] < 2:
+        return None  # no slice: Counter's own error, on the tuples' path
+    group = slice_groups(inverse, at)
+    if group is None:
+        return None
+    count = np.bincount(group)
+    best = int(np.argmax(count))  # groups are numbered by first slice: the first seen
+    k = int(np.flatnonzero(group == best)[0])
+    return tuple(inverse[at[k]:at[k + 1]].tolist()), int(count[best])
+
+
+def _same_run(inverse: np.ndarray, cuts: np.ndarray, b: int, length: int) -> np.ndarray:
+    """Per cut ``c``: ``np.array_equal(inverse[c:c + length], inverse[b:b + length])``,
+    for every cut at once (slices cut short at the end compare by their length)."""
+    n = inverse.shape[0]
+    unit = inverse[b:b + length]
+    size = np.minimum(length, n - cuts)
+    out = size == unit.shape[0]
+    sel = np.flatnonzero(out)
+    # Compared a block of cuts at a time: cuts x length stays a few MB.
+    step = max(1, (1 << 20) // max(unit.shape[0], 1))
+    for a in range(0, sel.shape[0], step):
+        s = sel[a:a + step]
+        idx = cuts[s][:, None] + np.arange(unit.shape[0])
+        out[s] = (inverse[idx] == unit).all(axis=1)
+    return out
 
 
 def _loop_cuts(lane: Lane, level: np.ndarray, inverse: np.ndarray,
@@ -266,7 +304,7 @@ def _loop_cuts(lane: Lane, level: np.ndarray, inverse: np.ndarray,
     while b - length >= 0 and np.array_equal(inverse[b - length:b], inverse[b:b + length]):
         b -= length
     cuts = np.arange(b, level.shape[0], length)
-    cuts = cuts[[np.array_equal(inverse[c:c + length], inverse[b:b + length]) for c in cuts]]
+    cuts = cuts[_same_run(inverse, cuts, b, length)]
     if cuts.size < at.size:
         cuts = at  # not one periodic run (a repeat by chance): the anchor's own repeats
     g = gap[cuts]

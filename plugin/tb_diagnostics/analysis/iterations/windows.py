@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_diagnostics.analysis.iterations.lane import Lane, parent_call
+from tb_diagnostics.analysis.iterations.lane import Lane, parent_calls
+from tb_diagnostics.analysis.iterations.slices import set_groups
 from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.model import TraceModel
 
@@ -50,14 +51,18 @@ def widen(m: TraceModel, lane: Lane, pos: np.ndarray, lo: np.ndarray | None = No
     if lo is None or hi is None:
         lo = np.concatenate(([-np.inf], m.end[rows[:-1]]))
         hi = np.concatenate((m.start[rows[1:]], [np.inf]))
-    out = rows.copy()
-    for k in range(rows.shape[0]):
-        r = int(rows[k])
-        p = parent_call(m, r)
-        while p >= 0 and m.start[p] >= lo[k] and m.end[p] <= hi[k]:
-            r = p
-            p = parent_call(m, r)
-        out[k] = r
+    out = rows.astype(np.int64)
+    # Every occurrence climbs at once, a level a pass, while its enclosing call stays
+    # inside its bounds (a loop per occurrence was a Python step per iteration).
+    k = np.arange(rows.shape[0])
+    p = parent_calls(m, out)
+    while k.size:
+        ok = p >= 0
+        at = np.maximum(p, 0)
+        ok &= (m.start[at] >= lo[k]) & (m.end[at] <= hi[k])
+        k, p = k[ok], p[ok]
+        out[k] = p
+        p = parent_calls(m, p)
     return np.searchsorted(lane.rows, out)
 
 
@@ -71,10 +76,14 @@ def period(m: TraceModel, lane: Lane, cuts: np.ndarray) -> int:
         return 1
     at = np.searchsorted(lane.start, cuts)
     names = m.name[lane.rows]
-    # One integer per chunk (its set of names), so comparing chunks is array work.
-    ids: dict[frozenset[int], int] = {}
-    sig = np.asarray([ids.setdefault(frozenset(names[a:b].tolist()), len(ids))
-                      for a, b in itertools.pairwise(at)], dtype=np.int64)
+    # One integer per chunk (its set of names), so comparing chunks is array work; the
+    # chunks grouped by columns (slices.set_groups), a frozenset each only where that
+    # cannot tell.
+    sig = set_groups(names, at, len(m.strings))
+    if sig is None:
+        ids: dict[frozenset[int], int] = {}
+        sig = np.asarray([ids.setdefault(frozenset(names[a:b].tolist()), len(ids))
+                          for a, b in itertools.pairwise(at)], dtype=np.int64)
     ps = np.arange(1, min(sig.shape[0] // 2, MAX_PERIOD) + 1)
     agree = np.asarray([float(np.mean(sig[p:] == sig[:-p])) for p in ps.tolist()])
     ok = agree >= max(PERIOD_AGREEMENT, float(agree.max()) - PERIOD_SLACK)
@@ -159,11 +168,13 @@ def windows(m: TraceModel, lane: Lane, pos: np.ndarray, source: str, *,
         if gap <= 0:
             return None  # steps that all end at one instant mark no iterations
         # Iteration k runs from the first call after iteration k-1 ended to its step's end.
-        nexts = [_next_row(lane, float(c)) for c in cuts[:-1]]
-        if min(nexts, default=0) < 0:
+        # _next_row of every cut but the last, as one search.
+        nexts = np.searchsorted(lane.start, cuts[:-1], side="left")
+        if (nexts >= lane.rows.shape[0]).any():
             return None
         inner = np.diff(np.searchsorted(lane.start, cuts, side="left"))
-        starts_at = [_first_start(lane, float(cuts[0]), gap, int(np.median(inner))), *nexts]
+        starts_at = np.concatenate((
+            [_first_start(lane, float(cuts[0]), gap, int(np.median(inner)))], nexts))
         starts = lane.start[starts_at]
         host_end = np.append(starts[1:], cuts[-1])
         keep = np.ones(starts.shape[0], dtype=bool)
