@@ -3,9 +3,10 @@
 
 :class:`LazyRows` is a read-only sequence of dicts: ``len``, indexing, slicing and
 iteration give the same dicts the list form held. The JSON writer
-(``output.json_chunks``) reads it a chunk (:data:`CHUNK`) at a time from packed
-columns, none kept; a reader that indexes or iterates it gets the dicts made once and
-then kept (so changes and identities hold, as in a list).
+(``output.json_chunks``) reads it a chunk at a time from the packed columns, as msgspec
+Structs that encode as the dicts would (``lazy_json``: no dict per row), none kept; a
+reader that indexes or iterates it gets the dicts made once and then kept (so changes
+and identities hold, as in a list).
 
 Values are packed exactly: a column of Python floats as float64 (``tolist`` gives back
 the same floats, the same repr), ints as int64 where they fit, bools, strings as codes
