@@ -63,7 +63,8 @@ def _scatter(out: list[Any], at: list[int], values: list[Any]) -> None:
 
 
 def _column(col: _Packed, lo: int, hi: int) -> list[Any]:
-    """``col.take(lo, hi)`` with each dict as a Struct that encodes to its bytes."""
+    """``col.take(lo, hi)`` as msgspec writes it: each dict a Struct that encodes to its
+    bytes, lists of one length tuples."""
     t = type(col)
     if t is _Array or t is _Const or t is _Objects:
         return col.take(lo, hi)

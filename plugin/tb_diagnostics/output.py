@@ -173,6 +173,7 @@ def _chunk_json(rows: Sequence[Any], lo: int, hi: int, pad: bytes) -> bytes:
 
 
 def _nested(values: list[Any], depth: int) -> list[Any]:
+    # values inside depth lists: msgspec.json.format indents its items by 2 * (depth + 1).
     for _ in range(depth):
         values = [values]
     return values
