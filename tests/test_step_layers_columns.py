@@ -16,7 +16,7 @@ from tb_diagnostics.report.document import span_document, step_document
 from tb_diagnostics.report.host_work import add_host_work
 from tb_diagnostics.report.launch_queue import add_launch_queue, backlog_columns
 from tb_diagnostics.report.roofline import add_step_roofline
-from tb_diagnostics.report.rounding import rounded, rounded_array
+from tb_diagnostics.report.rounding import rounded, rounded_array, significant
 from tb_diagnostics.report.step_columns import set_columns, strings_column, where, with_columns
 from tb_diagnostics.report.step_documents import step_documents
 from tb_diagnostics.report.step_flags import add_flag_reasons
@@ -32,6 +32,18 @@ def test_rounded_array_is_pythons_round_as_floats():
     assert [repr(v) for v in rounded(x, 3)] == [repr(v) for v in want]
     assert got.tolist()[:4] == [0.001, 0.002, 2.675, -0.0]
     assert rounded_array(np.asarray([2.675, 0.125]), 2).tolist() == [2.67, 0.12]  # exact value
+
+
+def test_significant_is_the_formats_four_digits_as_floats():
+    x = np.asarray([0.0, -0.0, float("nan"), float("inf"), 1e300, 5e-324, 9999.5, 999.95,
+                    1000.5, 0.12345, 1.2345e-5, 12345.0, 99995.0, 1e22, 9.9995e-19, -2.71828,
+                    0.00012344999, 123456789.0])
+    want = [float(f"{v:.4g}") for v in x.tolist()]
+    assert [repr(v) for v in significant(x, 4).tolist()] == [repr(v) for v in want]
+    assert significant(np.asarray([1.23456, 0.000987654]), 4).tolist() == [1.235, 0.0009877]
+    rng = np.random.default_rng(7)
+    y = rng.uniform(-1, 1, 20_000) * 10.0 ** rng.integers(-30, 30, 20_000)
+    assert significant(y, 4).tolist() == [float(f"{v:.4g}") for v in y.tolist()]
 
 
 def test_the_packed_constructors_give_their_values():

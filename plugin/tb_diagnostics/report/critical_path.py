@@ -142,10 +142,10 @@ def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
     top_segments = per_step_limit(n_steps, TOP_SEGMENTS, SPAN_SEGMENTS)
     top = _ranked(step_of, dur, top_segments)  # by step, longest first
     shown = np.minimum(counts, top_segments)
-    segments = list_column(flat_offsets(shown), _segment_columns(analysis, top))
     # The ops per step: time per (step, op name, kind), the most first.
     row = cp.row[:end]
     ops = op_above(analysis, row)
+    segments = list_column(flat_offsets(shown), _segment_columns(analysis, top, ops[top]))
     who = np.where(ops >= 0, ops, row)
     ok = np.flatnonzero(who >= 0)
     n_k = len(KIND_NAMES)
@@ -175,16 +175,18 @@ def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
             [path if n_steps == n else where(np.arange(n) < n_steps, path, ABSENT)])
 
 
-def _segment_columns(analysis: SpanAnalysis, idx: np.ndarray) -> Any:
+def _segment_columns(analysis: SpanAnalysis, idx: np.ndarray,
+                     ops: np.ndarray | None = None) -> Any:
     """The segments ``idx`` of the span's paths (``cp.row`` etc.'s indices) as a column of
-    dicts: kind, name, model row, start, duration, the op above, the lane; rounded as
-    columns (a million steps list a segment each)."""
+    dicts: kind, name, model row, start, duration, the op above (``ops``, where the caller
+    has them: ``op_above`` of the rows), the lane; rounded as columns (a million steps
+    list a segment each)."""
     cp = critical_paths(analysis)
     m = analysis.model
     rows = cp.row[idx]
     ok = rows >= 0
     names = np.where(ok, m.name[np.maximum(rows, 0)], -1)
-    ops = op_above(analysis, rows)
+    ops = op_above(analysis, rows) if ops is None else ops
     op_names = np.where(ops >= 0, m.name[np.maximum(ops, 0)], -1)
     # The row's lane, as the timeline labels it: the tab draws a segment whose event the
     # timeline left out (its cap, Python frames) on that lane.

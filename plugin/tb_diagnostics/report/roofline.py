@@ -38,7 +38,7 @@ from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.views.op_costs import op_costs
 from tb_diagnostics.analysis.views.roofline import GroupFigures, roofline
 from tb_diagnostics.analysis.views.tables import window_of_rows
-from tb_diagnostics.report.rounding import rounded_array
+from tb_diagnostics.report.rounding import rounded_array, significant
 from tb_diagnostics.report.step_columns import Layer, set_columns, where
 
 #: Op groups listed (the chart's points), busiest first; the rest are counted.
@@ -178,18 +178,17 @@ def step_roofline_columns(analysis: SpanAnalysis, n: int) -> Layer:
     pos = wall > 0
     achieved = np.zeros(n)
     np.divide(flops, wall * 1e6, out=achieved, where=pos)
-    # Four significant digits by the format itself (a zero, most steps, is 0.0).
-    achieved_l = np.zeros(n)
-    for k in np.flatnonzero(achieved != 0).tolist():
-        achieved_l[k] = _sig(achieved[k])
+    # Four significant digits, as _sig's format gives them (a zero, most steps, is 0.0).
+    achieved_c = np.where(achieved != 0, significant(achieved, 4), 0.0)
     precision = rf.step_precision[:n]
-    peaks = {p: rf.peak(p) for p in set(precision)}
-    has_util = [k for k in np.flatnonzero(pos & (flops > 0)).tolist() if peaks[precision[k]]]
-    at = np.asarray(has_util, dtype=np.int64)
-    peak = np.asarray([peaks[precision[k]] for k in has_util], dtype=np.float64)
-    util_mask = np.zeros(n, dtype=bool)
-    util_mask[at] = True
-    util = where(util_mask, rounded_array(achieved[at] / peak, 6))
+    # Each step's peak at its precision (0: none known): the few precisions looked up once.
+    code: dict[str | None, int] = {}
+    at_code = np.fromiter((code.setdefault(p, len(code)) for p in precision), dtype=np.int64,
+                          count=n)
+    peak = np.asarray([rf.peak(p) or 0.0 for p in code], dtype=np.float64)[at_code] \
+        if n else np.zeros(0)
+    has_util = pos & (flops > 0) & (peak != 0)
+    util = where(has_util, rounded_array(achieved[has_util] / peak[has_util], 6))
     huge = ~(np.abs(flops) < 2.0 ** 52)
     flops_c: Any = np.rint(flops).astype(np.int64)
     if huge.any():  # past int64's exact range: Python's round
@@ -207,7 +206,7 @@ def step_roofline_columns(analysis: SpanAnalysis, n: int) -> Layer:
         unmodelled = rounded_array(np.where(rest < 0.0, 0.0, rest), 3)  # max(rest, 0.0)
     return (("flops", "achieved_tflops", "flop_utilisation", "flop_precision",
              "busy_compute_bound_us", "busy_memory_bound_us", "busy_unmodelled_us"),
-            [flops_c, achieved_l, util, list(precision), busy_c, busy_m, unmodelled])
+            [flops_c, achieved_c, util, precision, busy_c, busy_m, unmodelled])
 
 
 def add_step_roofline(steps: list[dict[str, Any]], analysis: SpanAnalysis) -> None:

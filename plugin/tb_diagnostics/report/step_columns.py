@@ -1,9 +1,10 @@
 """Keys of the step documents as columns: each report layer (comm, roofline, critical
 path, host work, flags, launch queue) computes its keys for every step at once and adds
 them with :func:`with_columns`, to a span's :class:`~tb_diagnostics.lazy_rows.LazyRows`
-as one more layer of packed columns, or to a plain list of step dicts (the tab, the API,
-the tests) as keys set on each (issue 28: a Python call per step per key was a quarter
-of a million-step span's report).
+as one more layer of packed columns; :func:`set_columns` sets them on the dicts of a list
+of step documents (the tab, the API, the tests: the ``add_*`` functions), from the same
+columns (issue 28: a Python call per step per key was a quarter of a million-step span's
+report).
 
 A column is anything :func:`~tb_diagnostics.lazy_rows.pack` takes: a numpy array (its
 ``tolist`` values), a list, or a packed column (``dict_column``, ``list_column``,

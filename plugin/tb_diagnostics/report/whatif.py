@@ -31,8 +31,8 @@ from typing import Any
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
 from tb_diagnostics.analysis.views.whatif_path import path_cut
-from tb_diagnostics.lazy_rows import LazyRows
-from tb_diagnostics.report.rounding import rounded
+from tb_diagnostics.lazy_rows import LazyRows, pack
+from tb_diagnostics.report.rounding import rounded_array
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
 PARTS_NOTE = ("each part is replayed alone, so they do not add up to the card, which replays "
@@ -60,6 +60,8 @@ def whatif_section(analysis: SpanAnalysis,
     """The span's cards; ``findings`` (``rules.base.Finding``) give their parts."""
     windows = analysis.windows
     steps = windows.columns.step_list()  # the column, not a view per window
+    # Every card's per_step rows share one packed step column (a million steps: once).
+    step_column = pack(windows.columns.step if windows.columns.has_steps else steps)
     warm = warm_windows(analysis)
     out = []
     for p in projections(analysis):
@@ -83,7 +85,7 @@ def whatif_section(analysis: SpanAnalysis,
             "shown_after_us": None if shown is None else _r(p.after_us[shown]),
             # Every window, cold ones included, for the tab's bars of the selected step.
             # Packed columns, a dict per step made when read (tb_diagnostics.lazy_rows).
-            "per_step": _per_step_rows(steps, p.before_us, p.after_us),
+            "per_step": _per_step_rows(step_column, len(steps), p.before_us, p.after_us),
             # What the change takes off the warm steps' critical paths, per step.
             "path_segments": (None if p.applied is None else path_cut(
                 analysis, p.applied, warm).to_dict(p.step_savings(warm))),
@@ -91,10 +93,10 @@ def whatif_section(analysis: SpanAnalysis,
     return out
 
 
-def _per_step_rows(steps: list[Any], before_us: Any, after_us: Any) -> LazyRows:
-    """``[{step, before_us, after_us}]`` per window, as columns."""
-    n = len(steps)
-    before, after = rounded(before_us[:n], 3), rounded(after_us[:n], 3)
+def _per_step_rows(steps: Any, n: int, before_us: Any, after_us: Any) -> LazyRows:
+    """``[{step, before_us, after_us}]`` per window (``steps``: the ``n`` windows' step
+    column), as columns."""
+    before, after = rounded_array(before_us[:n], 3), rounded_array(after_us[:n], 3)
     if len(before) != n or len(after) != n:
         raise ValueError("a projection's figures do not cover every window")
     return LazyRows.from_columns(("step", "before_us", "after_us"), (steps, before, after), n)
