@@ -155,3 +155,58 @@ def test_names_among_rows_are_the_model_s_matches_among_them():
         got = _names_among(m, rows, pattern)
         want = np.intersect1d(m.name_ids_matching(pattern), m.name[rows])
         assert got.tolist() == want.tolist() and got.dtype == np.int32
+
+
+def _rows_during_by_scan(analysis: SpanAnalysis, lo: float, hi: float, limit: int) -> list[int]:
+    """views.gaps.host_rows_during as it was: a scan of every row starting before hi."""
+    from tb_diagnostics.analysis.views.gaps import _telling_rows
+
+    m = analysis.model
+    rows = _telling_rows(analysis)
+    rows = rows[: np.searchsorted(m.start[rows], hi, side="left")]
+    rows = rows[m.end[rows] > lo]
+    if not rows.size:
+        return []
+    overlap = np.minimum(m.end[rows], hi) - np.maximum(m.start[rows], lo)
+    order = np.lexsort((-m.start[rows], -np.round(overlap, 3)))
+    return [int(r) for r in rows[order[:limit]]]
+
+
+@pytest.mark.parametrize("n_long", [0, 3, 100])
+def test_host_rows_during_reads_only_what_can_overlap(n_long):
+    from tb_diagnostics.analysis.views import gaps
+
+    rng = np.random.default_rng(n_long)
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{k % 7}", "pid": 1, "tid": 1 + k % 3,
+               "ts": float(t), "dur": float(d)}
+              for k, (t, d) in enumerate(zip(np.sort(rng.integers(0, 10_000, 400)),
+                                             rng.integers(1, 60, 400), strict=True))]
+    events += [{"ph": "X", "cat": "user_annotation", "name": "train", "pid": 1, "tid": 9,
+                "ts": float(rng.integers(0, 5000)), "dur": float(rng.integers(3000, 9000))}
+               for _ in range(n_long)]
+    # Rows that end before they start (a damaged trace has them): a running latest end
+    # behind the starts.
+    events += [{"ph": "X", "cat": "cpu_op", "name": "odd", "pid": 1, "tid": 5,
+                "ts": float(t), "dur": -50.0} for t in range(500, 10_000, 700)]
+    a = SpanAnalysis(load_trace_bytes(json.dumps({"traceEvents": events}).encode(),
+                                      "t.pt.trace.json"))
+    for lo in rng.uniform(-100, 10_100, 60).tolist():
+        hi = lo + float(rng.uniform(0, 400))
+        assert gaps.host_rows_during(a, lo, hi, limit=7) == \
+            _rows_during_by_scan(a, lo, hi, limit=7)
+
+
+def test_host_rows_during_leaves_out_long_rows_that_start_after_the_interval():
+    from tb_diagnostics.analysis.views import gaps
+
+    # Fewer rows than _LONGEST: every row is a "longest" one, none in the running end.
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts,
+               "dur": dur}
+              for name, tid, ts, dur in (("a", 1, 0.0, 10.0), ("b", 2, 5.0, 40.0),
+                                         ("c", 3, 31.0, 1000.0), ("d", 4, 32.0, 5.0))]
+    a = SpanAnalysis(load_trace_bytes(json.dumps({"traceEvents": events}).encode(),
+                                      "t.pt.trace.json"))
+    t0 = float(a.model.start.min())
+    for lo, hi in ((20.0, 25.0), (0.0, 31.0), (31.5, 40.0), (50.0, 60.0), (-5.0, 0.0)):
+        got = gaps.host_rows_during(a, t0 + lo, t0 + hi, limit=5)
+        assert got == _rows_during_by_scan(a, t0 + lo, t0 + hi, 5), (lo, hi)

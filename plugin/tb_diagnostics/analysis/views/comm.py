@@ -118,16 +118,17 @@ def _event(analysis: SpanAnalysis, row: int, lo: float | None = None,
             "dur_us": round(e - s, 3)}
 
 
-def _before_comm(analysis: SpanAnalysis, lo: float, first: float) -> list[dict[str, Any]]:
+def _before_comm(analysis: SpanAnalysis, lo: float, first: float,
+                 is_comm: np.ndarray) -> list[dict[str, Any]]:
     """The longest host events (clipped) between the step's start and its first
-    collective: what this rank was busy with while the others may have been waiting."""
+    collective: what this rank was busy with while the others may have been waiting.
+    ``is_comm``: a mask over rows of ``analysis.comm_rows`` (made once, not per step)."""
     from tb_diagnostics.analysis.views.gaps import host_rows_during
 
     if not first > lo:
         return []
     rows = host_rows_during(analysis, lo, first, limit=MAX_BEFORE * 3)
-    comm = set(analysis.comm_rows.tolist())
-    rows = [r for r in rows if r not in comm][:MAX_BEFORE]
+    rows = [r for r in rows if not is_comm[r]][:MAX_BEFORE]
     return [_event(analysis, r, lo, first) for r in rows]
 
 
@@ -142,25 +143,31 @@ def distributed_section(analysis: SpanAnalysis, file_name: str) -> dict[str, Any
     m = analysis.model
     rows = collective_rows(analysis)
     starts = m.start[rows]
+    is_comm = np.zeros(len(m), dtype=bool)
+    is_comm[analysis.comm_rows] = True
+    # Every window's figures read from the columns in one pass each (no view per window,
+    # no search per window); the per-step entries stay Python (a list of dicts).
+    c = analysis.windows.columns
+    i0s = np.searchsorted(starts, c.start, side="left").tolist()
+    i1s = np.searchsorted(starts, c.end, side="left").tolist()
     steps = []
-    for w in analysis.windows:
-        k = w.index
-        first = float(sc.first_comm[k])
-        host_lo = w.host_start
-        i0 = int(np.searchsorted(starts, w.start, side="left"))
-        i1 = int(np.searchsorted(starts, w.end, side="left"))
+    for step, w_start, wall, host_lo, first, comm_us, exposed_us, i0, i1 in zip(
+            c.step_list(), c.start.tolist(), c.wall_us.tolist(), c.host_start.tolist(),
+            sc.first_comm.tolist(), sc.comm_us.tolist(), sc.exposed_us.tolist(), i0s, i1s,
+            strict=True):
         steps.append({
-            "step": w.step,
-            "start_abs_us": round(m.origin_us + w.start, 3),
-            "wall_us": round(w.wall_us, 3),
-            "comm_us": round(float(sc.comm_us[k]), 3),
-            "exposed_comm_us": round(float(sc.exposed_us[k]), 3),
+            "step": step,
+            "start_abs_us": round(m.origin_us + w_start, 3),
+            "wall_us": round(wall, 3),
+            "comm_us": round(comm_us, 3),
+            "exposed_comm_us": round(exposed_us, 3),
             # Time from the step's host start to its first collective: clock-free, so it
             # compares across machines whose clocks disagree.
             "pre_comm_us": None if np.isnan(first) else round(max(first - host_lo, 0.0), 3),
             "first_comm_abs_us": None if np.isnan(first) else round(m.origin_us + first, 3),
             "collectives": [_event(analysis, int(r))
                             for r in rows[i0:min(i1, i0 + MAX_COLLECTIVES)]],
-            "before_comm": [] if np.isnan(first) else _before_comm(analysis, host_lo, first),
+            "before_comm": [] if np.isnan(first) else _before_comm(analysis, host_lo, first,
+                                                                   is_comm),
         })
     return {"rank": rank, "world_size": world, "backend": backend, "steps": steps}

@@ -101,8 +101,13 @@ def host_rows_during(analysis: SpanAnalysis, lo: float, hi: float, limit: int = 
     """
     m = analysis.model
     rows = _telling_rows(analysis)
-    # Rows are in start order; only those starting before hi can overlap.
-    rows = rows[: np.searchsorted(m.start[rows], hi, side="left")]
+    starts, reach, longest = _telling_reach(analysis)
+    # Rows are in start order; only those starting before hi can overlap. Of the others
+    # (all but the longest few), none before the first whose running latest end passes
+    # lo: a caller asking once per step reads its step's rows, not every row before it.
+    a = int(np.searchsorted(reach, lo, side="right"))
+    k = int(np.searchsorted(starts, hi, side="left"))
+    rows = rows[np.concatenate((longest[longest < min(a, k)], np.arange(a, k)))]
     rows = rows[m.end[rows] > lo]
     if not rows.size:
         return []
@@ -110,6 +115,28 @@ def host_rows_during(analysis: SpanAnalysis, lo: float, hi: float, limit: int = 
     # Longest overlap first; among equals, the deeper (later-starting) row.
     order = np.lexsort((-m.start[rows], -np.round(overlap, 3)))
     return [int(r) for r in rows[order[:limit]]]
+
+
+#: The longest telling rows kept apart from the running latest end (a "train" label over
+#: the whole span would make every earlier row a candidate for every later step).
+_LONGEST = 64
+
+
+@computed
+def _telling_reach(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The telling rows' starts; the latest end among the rows up to each one, the
+    :data:`_LONGEST` longest left out; and those longest rows' positions, ascending."""
+    m = analysis.model
+    rows = _telling_rows(analysis)
+    start, end = m.start[rows], m.end[rows]
+    longest = np.zeros(0, dtype=np.int64)
+    if rows.size > _LONGEST:
+        longest = np.sort(np.argpartition(start - end, _LONGEST)[:_LONGEST]).astype(np.int64)
+    elif rows.size:
+        longest = np.arange(rows.size, dtype=np.int64)
+    rest = end.copy()
+    rest[longest] = -np.inf
+    return start, np.maximum.accumulate(rest) if rows.size else rest, longest
 
 
 @computed
