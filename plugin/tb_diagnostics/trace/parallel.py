@@ -69,6 +69,8 @@ _EVENT_START = re.compile(rb'\s*\{\s*"[A-Za-z_][A-Za-z_ ]{0,39}"\s*:')
 _CHECKED_BLOCKS = 8
 #: A range's process exits with this when a read of the file stalled.
 _STALLED_EXIT = 75
+#: Blocks a range's helper reads at once (see :func:`_blocks`).
+AHEAD_BLOCKS = 8
 
 
 class NotSplittable(Exception):
@@ -119,19 +121,33 @@ def _blocks(r: Range, calls: BoundedCalls) -> Any:
         pos = (b + 2) * size
         # What the stream holds after that cut: the "," between two events dropped.
         yield head + read(pos - cut, cut).lstrip(stream._WS)[1:]
-    # One block per read, as the one-core stream cuts them (larger reads sliced into blocks
-    # measured slower with every core busy decoding a range: 2.85-3.12 s against 2.70-2.72 s
-    # for the 500 MB workload.py-large trace on 2 cores), the helper reading a few ahead.
+    # The helper reads 2 MiB at a time, ahead of the range (BoundedCalls.ahead): one read
+    # per block waited for a wake-up of the helper and of the range each, and a helper
+    # running ahead one block at a time waits for the GIL for each (the range holds it
+    # while it decodes: 5 ms a switch), slower than the range reads. The blocks are the
+    # one-core stream's all the same, a copy of 256 KiB each.
     end = r.stop[1] * size if r.stop is not None else os.fstat(r.fd).st_size
-    blocks = calls.ahead(pread_at, ((r.fd, size, at) for at in range(pos, end, size)))
+    chunk = size * AHEAD_BLOCKS
+    spans = [(r.fd, min(chunk, end - at), at) for at in range(pos, end, chunk)]
+    reads = calls.ahead(pread_at, spans, depth=2)
     try:
-        for data in blocks:
-            pos += len(data)
-            yield data
-            if len(data) < size:
-                break  # a short read (the end of the file): go on one read at a time
+        for (_, n, _), data in zip(spans, reads, strict=False):
+            if not data:
+                break
+            if len(data) <= size:
+                pos += len(data)
+                yield data
+            else:
+                view = memoryview(data)
+                for at in range(0, len(data), size):
+                    block = bytes(view[at:at + size])
+                    pos += len(block)
+                    yield block
+                del view
+            if len(data) < n:
+                break  # a short read (the end of the file): go on one block at a time
     finally:
-        blocks.close()  # the answers not taken are waited out before the next read
+        reads.close()  # the answers not taken are waited out before the next read
     while r.stop is None or pos < end:
         data = read(size, pos)
         if not data:
