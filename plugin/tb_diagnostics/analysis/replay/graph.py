@@ -43,6 +43,7 @@ import numpy as np
 
 from tb_diagnostics.analysis.replay.unseen import waited_unseen
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD, Kind
 from tb_diagnostics.trace.model import NO_ID
 
@@ -110,7 +111,7 @@ class ReplayGraph:
 
 def _host_timepoints(analysis: SpanAnalysis, acts: np.ndarray):
     m = analysis.model
-    launchers = np.unique(m.launcher[acts][m.launcher[acts] >= 0])
+    launchers = unique(m.launcher[acts][m.launcher[acts] >= 0])  # by a sort: see distinct
     syncs = analysis.sync_rows
     hs = analysis.host_steps
     steps = hs.rows if len(hs) else np.zeros(0, np.int64)
@@ -217,7 +218,7 @@ def _device_edges(a_start: np.ndarray, a_end: np.ndarray, a_lane: np.ndarray,
     best = np.full(n, -np.inf)
     dev = np.full(n, NO_ID, dtype=np.int64)
     dev_end = np.zeros(n, dtype=bool)
-    for lane in np.unique(a_lane).tolist():
+    for lane in unique(a_lane).tolist():
         on = np.flatnonzero(a_lane == lane)
         on = on[np.argsort(a_start[on], kind="stable")]
         d = a_device[on[0]]
@@ -254,7 +255,7 @@ def _cross_waits(a_start: np.ndarray, a_end: np.ndarray, a_lane: np.ndarray,
     """
     n = a_start.shape[0]
     cross = np.full(n, NO_ID, dtype=np.int64)
-    for lane in np.unique(a_lane).tolist():
+    for lane in unique(a_lane).tolist():
         on = np.flatnonzero(a_lane == lane)
         others = np.flatnonzero((a_lane != lane) & (a_device == a_device[on[0]]))
         if not others.size:
@@ -306,7 +307,7 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     prev_end[has_prev] = a_end[a_prev[has_prev]]
     base = np.maximum(launch_t, prev_end)
 
-    graph_ids = np.asarray([i for i in np.unique(m.name[call[call >= 0]]).tolist()
+    graph_ids = np.asarray([i for i in unique(m.name[call[call >= 0]]).tolist()
                             if GRAPH_LAUNCH.match(m.strings[i])], dtype=np.int64)
     in_graph = (call >= 0) & np.isin(m.name[np.maximum(call, 0)], graph_ids)
     latency, gap = device_latencies(launch_t, prev_end, a_start, in_graph)
@@ -361,15 +362,15 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     order = np.lexsort((rank, t))
 
     mark = np.flatnonzero(h_kind == MARK)
-    step_pos = {int(r): i for i, r in enumerate(steps.tolist())}
+    # Each mark's step (of equal rows, the last: a dict by row kept that one), and per
+    # step its last start and end mark, for every mark at once (was a loop per mark).
+    by_row = np.argsort(steps, kind="stable")
+    k = by_row[np.searchsorted(steps[by_row], h_row[mark], side="right") - 1]
     mark_start = np.full(steps.size, NO_ID, dtype=np.int64)
     mark_end = np.full(steps.size, NO_ID, dtype=np.int64)
-    for j in mark.tolist():
-        k = step_pos[int(h_row[j])]
-        if h_is_end[j]:
-            mark_end[k] = j
-        else:
-            mark_start[k] = j
+    end = h_is_end[mark]
+    np.maximum.at(mark_end, k[end], mark[end])
+    np.maximum.at(mark_start, k[~end], mark[~end])
     return ReplayGraph(h_time=h_time, h_lane=h_lane, h_kind=h_kind, h_row=h_row,
                        h_release=h_release, h_tail=h_tail, h_anchor=h_anchor,
                        a_start=a_start, a_dur=a_dur,
