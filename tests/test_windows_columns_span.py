@@ -210,3 +210,46 @@ def test_host_rows_during_leaves_out_long_rows_that_start_after_the_interval():
     for lo, hi in ((20.0, 25.0), (0.0, 31.0), (31.5, 40.0), (50.0, 60.0), (-5.0, 0.0)):
         got = gaps.host_rows_during(a, t0 + lo, t0 + hi, limit=5)
         assert got == _rows_during_by_scan(a, t0 + lo, t0 + hi, 5), (lo, hi)
+
+
+def _self_segments_by_walk(m, rows) -> tuple[list[float], list[float]]:
+    """SpanAnalysis.busy_intervals' CPU-only walk as it was: each op's children in turn."""
+    starts, ends = [], []
+    for r in rows.tolist():
+        s, e = m.start[r], m.end[r]
+        cursor = s
+        for k in m.children(r).tolist():
+            ks = max(m.start[k], cursor)
+            if ks > cursor:
+                starts.append(cursor)
+                ends.append(min(ks, e))
+            cursor = max(cursor, min(m.end[k], e))
+        if e > cursor:
+            starts.append(cursor)
+            ends.append(e)
+    return starts, ends
+
+
+def test_self_segments_are_the_walk_s():
+    from tb_diagnostics.analysis.intervals import union
+    from tb_diagnostics.analysis.span import self_segments
+
+    rng = np.random.default_rng(11)
+    events = []
+    for k in range(150):  # nested ops on two threads, children overlapping or spilling out
+        t = float(rng.integers(0, 100_000))
+        events.append({"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": k % 2,
+                       "ts": t, "dur": 500.0})
+        for j in range(int(rng.integers(0, 5))):
+            events.append({"ph": "X", "cat": "cpu_op", "name": f"k{j}", "pid": 1,
+                           "tid": k % 2, "ts": t + float(rng.integers(0, 520)),
+                           "dur": float(rng.integers(0, 200))})
+    m = load_trace_bytes(json.dumps({"traceEvents": events}).encode(), "t.pt.trace.json")
+    for rows in (np.arange(len(m)), np.flatnonzero(m.parent < 0), np.arange(0)):
+        s, e = self_segments(m, rows)
+        want_s, want_e = _self_segments_by_walk(m, rows)
+        got, want = union(s, e), union(np.asarray(want_s), np.asarray(want_e))
+        assert got.start.tolist() == want.start.tolist()
+        assert got.end.tolist() == want.end.tolist()
+        assert sorted(zip(s.tolist(), e.tolist(), strict=True)) == \
+            sorted(zip(want_s, want_e, strict=True))
