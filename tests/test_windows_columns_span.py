@@ -253,3 +253,17 @@ def test_self_segments_are_the_walk_s():
         assert got.end.tolist() == want.end.tolist()
         assert sorted(zip(s.tolist(), e.tolist(), strict=True)) == \
             sorted(zip(want_s, want_e, strict=True))
+
+
+def test_span_rows_step_columns_are_the_windows(spans):
+    from tb_diagnostics.analysis.span_timeline import span_rows
+
+    a = spans["base"]
+    sr = span_rows(a)
+    w = list(a.windows)
+    assert sr.step_index.tolist() == [x.index for x in w]
+    assert sr.step_number.tolist() == [-1 if x.step is None else x.step for x in w]
+    assert sr.step_start.tolist() == [x.start for x in w]
+    assert sr.step_end.tolist() == [x.end for x in w]
+    assert sr.step_host_start.tolist() == [x.host_start for x in w]
+    assert sr.step_host_end.tolist() == [x.host_end for x in w]

@@ -154,7 +154,9 @@ def span_rows(analysis: SpanAnalysis) -> SpanRows:
 
     deep = depth >= MAX_DEPTH
     keep = ~deep
-    step_lane = next((int(m.lane[w.row]) for w in analysis.windows if w.row >= 0), -1)
+    c = analysis.windows.columns  # every window's figures as columns, no view per window
+    with_row = np.flatnonzero(c.row >= 0)
+    step_lane = int(m.lane[c.row[with_row[0]]]) if with_row.size else -1
     present = np.bincount(lane[keep], minlength=len(m.lanes)) > 0
     used = _lane_order(analysis, np.flatnonzero(present).tolist(), step_lane)
     pos = np.full(len(m.lanes), -1, dtype=np.int64)
@@ -170,21 +172,19 @@ def span_rows(analysis: SpanAnalysis) -> SpanRows:
     if keys.size:
         np.maximum.at(lane_depth, keys // MAX_DEPTH, keys % MAX_DEPTH + 1)
 
-    w = analysis.windows
     kept_start, kept_end = m.start[order], m.end[order]
+    n = len(c)
     extent = ((float(kept_start.min()), float(kept_end.max())) if order.size else
-              (min((x.host_start for x in w), default=0.0),
-               max((x.host_end for x in w), default=1.0)))
+              (float(c.host_start.min()) if n else 0.0, float(c.host_end.max()) if n else 1.0))
     return SpanRows(
         lanes=used, lane_depth=lane_depth, order=order, start=kept_start, end=kept_end,
         keys=keys, bounds=np.append(first_at, order.shape[0]),
         deep_start=np.sort(start[deep]), deep_end=np.sort(end[deep]), extent=extent,
-        step_index=np.asarray([x.index for x in w], dtype=np.int64),
-        step_number=np.asarray([-1 if x.step is None else x.step for x in w], dtype=np.int64),
-        step_start=np.asarray([x.start for x in w], dtype=np.float64),
-        step_end=np.asarray([x.end for x in w], dtype=np.float64),
-        step_host_start=np.asarray([x.host_start for x in w], dtype=np.float64),
-        step_host_end=np.asarray([x.host_end for x in w], dtype=np.float64),
+        step_index=np.arange(n, dtype=np.int64),
+        step_number=c.step.astype(np.int64) if c.has_steps else np.full(n, -1, np.int64),
+        step_start=c.start.astype(np.float64), step_end=c.end.astype(np.float64),
+        step_host_start=c.host_start.astype(np.float64),
+        step_host_end=c.host_end.astype(np.float64),
     )
 
 
