@@ -177,12 +177,12 @@ def segment_cuts(analysis: SpanAnalysis, change: Change,
 def path_cut(analysis: SpanAnalysis, change: Change, windows: Sequence[int]) -> PathCut:
     """What ``change`` takes off the paths of ``windows`` (window indices)."""
     cp = critical_paths(analysis)
-    ws = tuple(int(k) for k in windows)
-    idx = segment_indices(analysis, ws)
+    at = np.asarray(windows, dtype=np.int64).reshape(-1)
+    ws = tuple(at.tolist())  # one conversion, not an int() per window
+    idx = segment_indices(analysis, at)
     cut, freed = segment_cuts(analysis, change, idx)
     n_k = len(KIND_NAMES)
     by = np.bincount(cp.kind[idx], weights=cut, minlength=n_k) if idx.size else np.zeros(n_k)
-    at = np.asarray(ws, dtype=np.int64)
     sizes = cp.offsets[at + 1].astype(np.int64) - cp.offsets[at].astype(np.int64)
     owner = np.repeat(np.arange(len(ws)), sizes)
     per_window = np.bincount(owner, weights=cut + freed, minlength=len(ws)) if idx.size \
