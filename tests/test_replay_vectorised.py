@@ -261,3 +261,19 @@ def test_a_stretch_whose_resets_do_not_settle_is_replayed_node_by_node(busy, mon
     vec = replay(busy, change, min_vector=EVERY)
     for field in ("lo", "hi", "a_end", "h_time"):
         assert getattr(vec, field).tobytes() == getattr(loop, field).tobytes(), field
+
+
+def test_a_saving_reads_its_windows_however_they_are_given():
+    """``saving_over``'s windows as a list, a set, a generator or an index array, with
+    repeats and out of order: the same windows, sorted, each once."""
+    from tb_diagnostics.analysis.views.whatif import saving_over, step_savings
+
+    before = np.asarray([10.0, 20.0, 30.0, 40.0])
+    after = np.asarray([9.0, 15.0, 31.0, 30.0])
+    want = saving_over(before, after, [1, 3])
+    assert want.windows == (1, 3) and want.total_us == 15.0 and want.shown == 1
+    assert type(want.windows[0]) is int and type(want.shown) is int
+    for given in ([3, 1, 3], {1, 3}, (k for k in (3, 1)), np.asarray([3, 1])):
+        assert saving_over(before, after, given) == want
+    assert step_savings(before, after, [3, 0]).tolist() == [10.0, 1.0]
+    assert saving_over(before, after).windows == (0, 1, 2, 3)

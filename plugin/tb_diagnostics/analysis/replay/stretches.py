@@ -184,7 +184,8 @@ class _State:
 
 
 def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
-    """Replay positions [b0, b1) with numpy; False (nothing written) where it cannot."""
+    """Replay positions [b0, b1) with numpy; False where its resets do not settle (the
+    loop then replays the whole stretch again)."""
     nd, V, S = st.nd, st.v, st.s
     gp = nd.p
     dev = gp.dev[b0:b1]
