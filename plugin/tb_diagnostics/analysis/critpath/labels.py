@@ -140,9 +140,12 @@ def split_host(start: np.ndarray, end: np.ndarray, lane: np.ndarray, row: np.nda
         hw = np.concatenate([which, tail_w])
         parts.append((on[which], cs, ce, lk[j], lr[j]))
         parts.append((on[hw], hs, he, np.full(hw.size, HOST, np.int8), row[on[hw]]))
-    whole = parts[0]
-    keep = ~todo
-    parts[0] = tuple(x[keep] for x in whole)
-    piece, s, e, k, r = (np.concatenate(x) for x in zip(*parts, strict=True))
+    if len(parts) == 1:  # no stretch labelled (no input or comm on its lane): as they are
+        piece, s, e, k, r = parts[0]
+    else:
+        whole = parts[0]
+        keep = ~todo
+        parts[0] = tuple(x[keep] for x in whole)
+        piece, s, e, k, r = (np.concatenate(x) for x in zip(*parts, strict=True))
     ok = e > s
     return piece[ok], s[ok], e[ok], k[ok], r[ok]
