@@ -182,9 +182,8 @@ def step_roofline_columns(analysis: SpanAnalysis, n: int) -> Layer:
     achieved_c = np.where(achieved != 0, significant(achieved, 4), 0.0)
     precision = rf.step_precision[:n]
     # Each step's peak at its precision (0: none known): the few precisions looked up once.
-    code: dict[str | None, int] = {}
-    at_code = np.fromiter((code.setdefault(p, len(code)) for p in precision), dtype=np.int64,
-                          count=n)
+    code = {p: i for i, p in enumerate(dict.fromkeys(precision))}
+    at_code = np.fromiter(map(code.__getitem__, precision), dtype=np.int64, count=n)
     peak = np.asarray([rf.peak(p) or 0.0 for p in code], dtype=np.float64)[at_code] \
         if n else np.zeros(0)
     has_util = pos & (flops > 0) & (peak != 0)

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
 from tb_diagnostics.analysis.views.whatif_path import path_cut
@@ -63,6 +65,9 @@ def whatif_section(analysis: SpanAnalysis,
     # Every card's per_step rows share one packed step column (a million steps: once).
     step_column = pack(windows.columns.step if windows.columns.has_steps else steps)
     warm = warm_windows(analysis)
+    # The warm windows' steps, once for every card (a million steps: one gather).
+    warm_steps = (windows.columns.step[np.asarray(warm, dtype=np.int64)].tolist()
+                  if windows.columns.has_steps else [None] * len(warm))
     out = []
     for p in projections(analysis):
         saving = p.saving_over(warm)
@@ -74,7 +79,7 @@ def whatif_section(analysis: SpanAnalysis,
             "related": list(p.related),
             "parts": _parts(p.part_rules, findings),
             "assumes": p.assumes,
-            "steps": [steps[k] for k in warm],
+            "steps": list(warm_steps),
             "saves_us": _r(saving.per_step_us),
             "saves_us_total": _r(saving.total_us),
             "moves_us": _r(saving.moves_us),
