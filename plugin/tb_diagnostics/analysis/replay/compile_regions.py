@@ -134,8 +134,7 @@ def _breaks(analysis: SpanAnalysis) -> np.ndarray:
 
 def _graph_launched(analysis: SpanAnalysis, launcher: np.ndarray) -> np.ndarray:
     m = analysis.model
-    ids = np.asarray([i for i, s in enumerate(m.strings) if GRAPH_LAUNCH.match(s)],
-                     dtype=np.int32)
+    ids = m.name_ids_matching(GRAPH_LAUNCH)  # anchored: search is match
     ok = launcher >= 0
     out = np.zeros(launcher.shape[0], dtype=bool)
     if ids.size:

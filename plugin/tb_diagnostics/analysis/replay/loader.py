@@ -36,6 +36,7 @@ least). A trace that shows neither keeps nothing: what it moves is not known.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,8 @@ SHM_FAULT_US_PER_PAGE = 0.260
 PAGE_BYTES = 4096
 #: The iterator of a loader that already uses worker processes.
 MULTIPROCESS_ITER = "_MultiProcessingDataLoaderIter"
+#: Host-to-device copies, by name (what ``str.startswith`` found).
+_HTOD = re.compile(r"^Memcpy HtoD")
 
 
 @dataclass(frozen=True)
@@ -143,8 +146,7 @@ def _copied_batches(analysis: SpanAnalysis, lane: np.ndarray, start: np.ndarray,
     ok = call >= 0
     acts, call = acts[ok], call[ok]
     c_lane, c_start = m.lane[call], m.start[call]
-    htod = np.asarray([i for i, x in enumerate(m.strings) if x.startswith("Memcpy HtoD")],
-                      dtype=np.int64)
+    htod = m.name_ids_matching(_HTOD)
     is_copy = (m.kind[acts] == Kind.MEMCPY) & np.isin(m.name[acts], htod)
     is_kernel = m.kind[acts] == Kind.KERNEL
     until = _next_wait_start(lane, start)
