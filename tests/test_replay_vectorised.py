@@ -277,3 +277,24 @@ def test_a_saving_reads_its_windows_however_they_are_given():
         assert saving_over(before, after, given) == want
     assert step_savings(before, after, [3, 0]).tolist() == [10.0, 1.0]
     assert saving_over(before, after).windows == (0, 1, 2, 3)
+
+
+def test_a_findings_windows_are_read_off_the_step_column(busy, monkeypatch):
+    """``part_windows`` without a window view per window: the warm windows among the
+    finding's steps, its steps' windows where none is warm, the card's where none is."""
+    from tb_diagnostics.analysis.views import whatif
+
+    warm = [0, 2, 4, 5, 9]  # windows 1, 3, 6-8, 10 and 11 taken as cold
+    monkeypatch.setattr(whatif, "warm_windows", lambda a: list(warm))
+
+    def by_view(steps):
+        if steps is None:
+            return warm
+        wanted = set(steps)
+        picked = [k for k, w in enumerate(busy.windows) if w.step in wanted]
+        return [k for k in picked if k in set(warm)] or picked or warm
+
+    for steps in ([2, 3], [2], [99], None, [5, 5, None, 1], [2, 4, 7], [4.0], [4.5, 6]):
+        assert whatif.part_windows(busy, steps) == by_view(steps), steps
+    assert whatif.part_windows(busy, [2, 4, 7]) == [1, 3, 6]  # steps 2, 4, 7: all cold
+    assert whatif.part_windows(busy, [1, 2, 3]) == [0, 2]

@@ -139,7 +139,11 @@ def replay(analysis: SpanAnalysis, change: Change | None = None,
     delta[has] = (g.h_time[has] - g.h_time[k]) - (removed[has] - removed[k])
     waits = np.ones(g.h_time.shape[0], dtype=bool)
     if change.no_wait:
-        waits = ~np.isin(g.h_row, np.fromiter(change.no_wait, dtype=np.int64))
+        # A table by model row (an inferred step's mark has row -1: never freed).
+        rows = np.fromiter(change.no_wait, dtype=np.int64, count=len(change.no_wait))
+        freed = np.zeros(len(analysis.model) + 1, dtype=bool)
+        freed[rows[(rows >= 0) & (rows < len(analysis.model))]] = True
+        waits = ~freed[g.h_row]
     nodes = Nodes(p=pos, h_first=g.h_time - removed, h_delta=delta, h_since=since_anchor,
                   h_waits=waits, h_join_after=_join_after(analysis, g, change),
                   a_gap=np.asarray(gap, dtype=np.float64),

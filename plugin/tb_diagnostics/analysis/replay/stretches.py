@@ -269,7 +269,10 @@ def _loop_block(st: _State, b0: int, b1: int) -> None:
     refs = [gp.h_pred[hs], gp.h_anchor[hs], gp.h_release[hs], gp.h_join[hs],
             gp.a_launch[acts], gp.a_prev[acts], gp.a_cross[acts], gp.a_dev[acts]]
     every = np.concatenate(refs)
-    ext = np.unique(every[(every >= 0) & ((every < b0) | (every >= b1))])
+    # The nodes before the block (and the slot past the end) it reads, each once: a sort
+    # (numpy's hashing unique is slow on many distinct ints).
+    ext = np.sort(every[(every >= 0) & ((every < b0) | (every >= b1))])
+    ext = ext[np.concatenate(([True], ext[1:] != ext[:-1]))] if ext.size else ext
     n_ext = ext.shape[0]
 
     def local(r: np.ndarray) -> list[int]:

@@ -65,15 +65,7 @@ def step_savings(before_us: np.ndarray, after_us: np.ndarray,
     """Each of ``windows``' (all when None) saving, before minus after, signed: a step the
     change lengthens (the time another step saved, waited here) counts against the rest."""
     diff = np.asarray(before_us, dtype=float) - np.asarray(after_us, dtype=float)
-    return diff if windows is None else diff[_indices(windows)]
-
-
-def _indices(windows: Iterable[int]) -> np.ndarray:
-    """``windows`` as an index array, in their order (an array of a million steps'
-    indices, not a Python list of them)."""
-    if isinstance(windows, np.ndarray):
-        return windows.astype(np.int64, copy=False)
-    return np.fromiter(windows, dtype=np.int64)
+    return diff if windows is None else diff[list(windows)]
 
 
 @dataclass(frozen=True)
@@ -116,17 +108,16 @@ def saving_over(before_us: np.ndarray, after_us: np.ndarray,
     are not clipped before they are added: a step that finishes sooner only to wait longer
     in the next saves the span nothing."""
     before = np.asarray(before_us, dtype=float)
-    # The windows sorted, each once.
-    ks = np.arange(before.shape[0]) if windows is None else np.unique(_indices(windows))
+    ks = sorted(range(before.shape[0]) if windows is None else set(windows))
     saved = step_savings(before, after_us, ks)
     if not saved.size:
         return Saving(0.0, 0.0, (), None)
     total = max(float(saved.sum()), 0.0)
     dist = np.abs(saved - total / saved.size)
     # The first window within a picosecond of the nearest: float sums break no tie.
-    shown = int(ks[int(np.flatnonzero(dist <= dist.min() + 1e-6)[0])])
-    return Saving(total_us=total, gains_us=float(saved[saved > 0].sum()),
-                  windows=tuple(ks.tolist()), shown=shown)
+    shown = ks[int(np.flatnonzero(dist <= dist.min() + 1e-6)[0])]
+    return Saving(total_us=total, gains_us=float(saved[saved > 0].sum()), windows=tuple(ks),
+                  shown=shown)
 
 
 def warm_windows(analysis: SpanAnalysis) -> list[int]:
@@ -150,14 +141,19 @@ def part_windows(analysis: SpanAnalysis, steps: Sequence[int | None] | None) -> 
     # step is None on a span without steps).
     c = analysis.windows.columns
     wanted = set(steps)
+    picked = np.zeros(0, dtype=np.int64)
     if c.has_steps:
-        numbers = [s for s in wanted if s is not None]
-        picked = np.flatnonzero(np.isin(c.step, numbers)) if numbers else np.zeros(0, np.int64)
-    else:
-        picked = np.arange(len(c)) if None in wanted else np.zeros(0, np.int64)
+        numbers = np.sort(np.asarray([s for s in wanted if s is not None]))
+        if numbers.size:
+            at = np.minimum(np.searchsorted(numbers, c.step), numbers.size - 1)
+            picked = np.flatnonzero(numbers[at] == c.step)
+    elif None in wanted:
+        picked = np.arange(len(c))
     if not picked.size:
         return warm
-    in_warm = picked[np.isin(picked, warm)]
+    is_warm = np.zeros(len(c), dtype=bool)
+    is_warm[warm] = True
+    in_warm = picked[is_warm[picked]]
     return (in_warm if in_warm.size else picked).tolist()
 
 
