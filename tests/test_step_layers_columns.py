@@ -71,6 +71,8 @@ def test_where_takes_a_whole_column_or_the_values_of_its_rows():
     assert where(mask, ["a", "c"], ABSENT).take(0, 3) == ["a", ABSENT, "c"]
     full = np.asarray([1.0, 2.0])
     assert where(np.asarray([True, True]), full) is full
+    with pytest.raises(ValueError):
+        where(mask, ["a", "b", "c"])  # one value per True, not per row
 
 
 def test_a_layer_keeps_each_key_in_place_and_adds_new_ones_last():

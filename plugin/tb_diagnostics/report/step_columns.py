@@ -57,7 +57,10 @@ def where(mask: np.ndarray, values: np.ndarray | Sequence[Any], fill: Any = None
         if mask.all():
             return values
         values = values[mask]
-    return masked_column(mask, values, fill)
+    inner = pack(values)
+    if inner.n != int(mask.sum()):
+        raise ValueError(f"{inner.n} values for {int(mask.sum())} rows")
+    return masked_column(mask, inner, fill)
 
 
 def strings_column(ids: np.ndarray, strings: Sequence[str]) -> Any:
