@@ -192,12 +192,7 @@ def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
     node = gp.node[b0:b1]
     hs = node[~dev]
     if hs.size:
-        lane = gp.h_lane[hs]
-        if np.any(lane != lane[0]):
-            hs = hs[np.argsort(lane, kind="stable")]
-            lane = gp.h_lane[hs]
-        first = np.ones(hs.size, dtype=bool)
-        first[1:] = lane[1:] != lane[:-1]
+        hs, first = _by_lane(hs, gp.h_lane)
         has_init = gp.h_pred[hs] >= 0
         init = np.zeros(hs.size)
         f = np.flatnonzero(first & has_init)
@@ -229,12 +224,7 @@ def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
         V[gp.h_pos[hs]] = got[1]  # the device's launches read them below
     acts = node[dev]
     if acts.size:
-        lane = gp.a_lane[acts]
-        if np.any(lane != lane[0]):
-            acts = acts[np.argsort(lane, kind="stable")]
-            lane = gp.a_lane[acts]
-        first = np.ones(acts.size, dtype=bool)
-        first[1:] = lane[1:] != lane[:-1]
+        acts, first = _by_lane(acts, gp.a_lane)
         pred = gp.a_prev[acts]
         has_init = pred >= 0
         init = np.zeros(acts.size)
@@ -370,3 +360,15 @@ def run(nd: Nodes, min_vector: int = MIN_VECTOR_NODES) -> np.ndarray:
     if b0 < n:
         _loop_block(st, b0, n)
     return st.v
+
+
+def _by_lane(nodes: np.ndarray, lane_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``nodes`` grouped by lane (stable: visit order within each), and where each
+    lane's run begins."""
+    lane = lane_of[nodes]
+    if np.any(lane != lane[0]):
+        nodes = nodes[np.argsort(lane, kind="stable")]
+        lane = lane_of[nodes]
+    first = np.ones(nodes.size, dtype=bool)
+    first[1:] = lane[1:] != lane[:-1]
+    return nodes, first
