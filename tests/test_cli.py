@@ -85,6 +85,16 @@ def test_json_report_follows_the_documented_schema(logdir, capsys):
     assert all(set(w) == WHATIF_KEYS for w in span["whatif"])
 
 
+def test_json_indent_choices_write_the_same_document(logdir, capsys):
+    texts = {}
+    for indent in ("auto", "0", "2"):
+        assert main(["report", str(logdir), "--format", "json", "--indent", indent]) == 0
+        texts[indent] = capsys.readouterr().out
+    assert texts["auto"] == texts["2"]  # two steps: indented
+    assert texts["0"].count("\n") == 1 and texts["2"].count("\n") > 100
+    assert json.loads(texts["0"]) == json.loads(texts["2"])
+
+
 def test_run_filter_and_unknown_run(logdir, capsys):
     assert main(["report", str(logdir), "--run", "runB", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -20,7 +20,7 @@ from test_linearity_steps import analysis_of
 
 from tb_diagnostics.lazy_rows import ABSENT, LazyRows, Recorder, with_values
 from tb_diagnostics.logdir import SpanFile
-from tb_diagnostics.output import encode_json, json_chunks
+from tb_diagnostics.output import decode_json, encode_json, json_chunks
 from tb_diagnostics.report.document import span_document
 
 
@@ -134,6 +134,28 @@ def test_streamed_bytes_equal_msgspec_s_encoding_of_the_materialised_document():
     # Without the odd name: msgspec's own encoding, formatted.
     assert b"".join(json_chunks(doc, 7)) == msgspec.json.format(
         msgspec.json.encode(plain), indent=2) + b"\n"
+
+
+def test_compact_bytes_equal_msgspec_s_compact_encoding(monkeypatch):
+    import tb_diagnostics.output as output
+    doc = _made_document()
+    plain = msgspec.convert(msgspec.to_builtins(
+        doc, enc_hook=lambda o: list(o) if isinstance(o, LazyRows) else o), dict)
+    expected = encode_json(plain) + b"\n"
+    assert b"\n" not in expected[:-1]
+    monkeypatch.setattr(output, "SCALARS_PER_CHUNK", 3)  # long number lists chunked too
+    for k in (1, 7, 4096):
+        assert b"".join(json_chunks(doc, k, indent=0)) == expected
+    assert decode_json(expected) == decode_json(b"".join(json_chunks(doc, 7, indent=2)))
+
+
+def test_auto_indents_a_small_document_and_writes_a_large_one_compact(monkeypatch):
+    import tb_diagnostics.output as output
+    doc = _made_document()
+    rows = sum(len(x) for x in (doc["runs"][0]["workers"][0]["spans"][0]["steps"],))
+    assert b"".join(json_chunks(doc, indent="auto")) == b"".join(json_chunks(doc, indent=2))
+    monkeypatch.setattr(output, "INDENT_ROWS_AT_MOST", rows - 1)
+    assert b"".join(json_chunks(doc, indent="auto")) == b"".join(json_chunks(doc, indent=0))
 
 
 def _traced_peak_writing(n: int) -> int:

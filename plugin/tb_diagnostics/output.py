@@ -80,17 +80,36 @@ ROWS_PER_CHUNK = 1024
 SCALARS_PER_CHUNK = 65536
 
 
-def json_chunks(payload: Any, rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[bytes]:
+#: ``indent="auto"`` writes a document with more step rows than this compact (issue 28):
+#: a million steps are 4.1 GB indented and 1.6 GB compact, and the spaces cost more to
+#: write than the analysis took; nobody reads such a file by eye, and every JSON reader
+#: (jq, json.load, JSON.parse) takes either. 20,000 rows are about 80 MB indented.
+INDENT_ROWS_AT_MOST = 20_000
+
+
+def json_chunks(payload: Any, rows_per_chunk: int = ROWS_PER_CHUNK,
+                indent: int | str = 2) -> Iterator[bytes]:
     """:func:`json_text`'s bytes, in pieces to write as they come: the document around its
     :class:`~tb_diagnostics.lazy_rows.LazyRows` (the step lists of a span of a million
     steps), then each such list ``rows_per_chunk`` rows at a time (and each long list of
     numbers :data:`SCALARS_PER_CHUNK` at a time), encoded by msgspec and indented where the
-    list stands; never the whole list nor the whole JSON at once."""
+    list stands; never the whole list nor the whole JSON at once.
+
+    ``indent``: 2 (msgspec's indent by two), 0 (compact: msgspec's bytes, no spaces), or
+    ``"auto"``: 2 unless the lazy lists hold more than :data:`INDENT_ROWS_AT_MOST` rows.
+    Either way the document decodes to the same value.
+    """
     lazies: list[Sequence[Any]] = []
     while True:
         nonce = _nonce()
         lazies.clear()
-        skeleton = encode_json(_with_placeholders(payload, nonce, lazies), indent=2)
+        placed = _with_placeholders(payload, nonce, lazies)
+        if indent == "auto":
+            rows = sum(len(x) for x in lazies if isinstance(x, LazyRows))
+            indent = 2 if rows <= INDENT_ROWS_AT_MOST else 0
+        if indent not in (0, 2):
+            raise ValueError(f"indent must be 0, 2 or 'auto', not {indent!r}")
+        skeleton = encode_json(placed, indent=indent or None)
         marks = list(re.finditer(b'"' + nonce.encode() + rb'-(\d+)"', skeleton))
         # The nonce is random; should the payload hold it by chance, draw another.
         if len(marks) == len(lazies):
@@ -98,11 +117,15 @@ def json_chunks(payload: Any, rows_per_chunk: int = ROWS_PER_CHUNK) -> Iterator[
     pos = 0
     for m in marks:
         yield skeleton[pos:m.start()]
-        line = skeleton.rfind(b"\n", 0, m.start()) + 1
-        pad = b" " * (len(skeleton[line:m.start()]) - len(skeleton[line:m.start()].lstrip()))
         rows = lazies[int(m.group(1))]
         per_chunk = rows_per_chunk if isinstance(rows, LazyRows) else SCALARS_PER_CHUNK
-        yield from _list_chunks(rows, pad, per_chunk)
+        if indent:
+            line = skeleton.rfind(b"\n", 0, m.start()) + 1
+            text = skeleton[line:m.start()]
+            yield from _list_chunks(rows, b" " * (len(text) - len(text.lstrip())),
+                                    per_chunk)
+        else:
+            yield from _compact_chunks(rows, per_chunk)
         pos = m.end()
     yield skeleton[pos:]
     yield b"\n"
@@ -142,6 +165,29 @@ def _list_chunks(rows: Sequence[Any], pad: bytes, rows_per_chunk: int) -> Iterat
             yield b",\n"
         yield _chunk_json(rows, lo, min(lo + rows_per_chunk, len(rows)), pad)
     yield b"\n" + pad + b"]"
+
+
+def _compact_chunks(rows: Sequence[Any], rows_per_chunk: int) -> Iterator[bytes]:
+    """The compact JSON of ``rows`` (msgspec's bytes for the whole list), in chunks."""
+    yield b"["
+    for k, lo in enumerate(range(0, len(rows), rows_per_chunk)):
+        if k:
+            yield b","
+        yield _chunk_compact(rows, lo, min(lo + rows_per_chunk, len(rows)))
+    yield b"]"
+
+
+def _chunk_compact(rows: Sequence[Any], lo: int, hi: int) -> bytes:
+    """Rows lo..hi-1 as items of a compact list, without its brackets."""
+    if not isinstance(rows, LazyRows):
+        return msgspec.json.encode(list(rows[lo:hi]))[1:-1]
+    values = encodable(rows, lo, hi)
+    if values is not None:
+        try:
+            return msgspec.json.encode(values, enc_hook=_lazy_rows_as_list)[1:-1]
+        except (TypeError, ValueError, NotImplementedError, msgspec.EncodeError):
+            pass  # a lone surrogate, a value msgspec refuses: the dicts say it as before
+    return encode_json(rows.rows(lo, hi))[1:-1]
 
 
 def _chunk_json(rows: Sequence[Any], lo: int, hi: int, pad: bytes) -> bytes:

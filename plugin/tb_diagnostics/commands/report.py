@@ -16,7 +16,7 @@ from tb_diagnostics.commands._common import (
     write_output,
 )
 from tb_diagnostics.lazy_rows import with_values
-from tb_diagnostics.output import json_chunks
+from tb_diagnostics.output import INDENT_ROWS_AT_MOST, json_chunks
 from tb_diagnostics.report.text import render_markdown, render_text
 
 
@@ -24,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_logdir_arguments(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    p.add_argument("--indent", choices=("auto", "0", "2"), default="auto",
+                   help="JSON indent: 2, 0 (compact), or auto (default): 2 up to "
+                        f"{INDENT_ROWS_AT_MOST:,} steps in the report, compact beyond")
     p.add_argument("--step", type=int, default=None,
                    help="list the whole critical path of step N (ProfilerStep#N's N; inferred "
                         "iterations count from 0), not only its longest segments")
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         _add_whole_paths(doc, args)
     if args.format == "json":
         # Byte chunks, the step lists a chunk of rows at a time: no copy of the whole JSON.
-        text: str | Iterable[bytes] = json_chunks(doc)
+        text: str | Iterable[bytes] = json_chunks(
+            doc, indent=args.indent if args.indent == "auto" else int(args.indent))
     elif args.format == "markdown":
         text = render_markdown(doc)
     else:
