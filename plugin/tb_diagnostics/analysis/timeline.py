@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.dispatch import KIND_LABEL
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import DEVICE_ACTIVITY_KINDS, Kind
@@ -138,7 +139,7 @@ def step_timeline(analysis: SpanAnalysis, index: int, highlight: Iterable[int] =
         hi = max(hi, float(m.end[wanted].max()))
     rows = _overlapping(analysis, lo, hi)
     if wanted.size:
-        rows = np.union1d(rows, wanted)
+        rows = sorted_sets.union1d(rows, wanted)
         rows = rows[np.argsort(m.start[rows], kind="stable")]
     total = int(rows.size)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.activity_coverage import ActivityCoverage, activity_coverage
 from tb_diagnostics.analysis.views.backlog import TRENDS, LaunchBacklog, launch_backlog
@@ -43,7 +44,7 @@ def launch_queue_columns(analysis: SpanAnalysis, n: int) -> Layer:
     loads = module_loads(analysis)
     acts = analysis.model.device_activity_rows
     if len(loads) and len(analysis.host_steps):
-        load_windows = np.unique(analysis.activity_step[acts.searchsorted(loads.acts)])
+        load_windows = sorted_sets.unique(analysis.activity_step[acts.searchsorted(loads.acts)])
         load_windows = load_windows[(load_windows >= 0) & (load_windows < n)]
     else:
         load_windows = np.asarray([0] if len(loads) and n else [], dtype=np.int64)

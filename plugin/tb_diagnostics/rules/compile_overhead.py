@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import union
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.compiled import (
@@ -77,7 +78,7 @@ def _inside(analysis: SpanAnalysis, rows: np.ndarray, entries: np.ndarray) -> np
     """Which host ``rows`` start inside one of ``entries`` on the same thread."""
     m = analysis.model
     out = np.zeros(rows.size, dtype=bool)
-    for lane in np.unique(m.lane[entries]).tolist():
+    for lane in sorted_sets.unique(m.lane[entries]).tolist():
         e = entries[m.lane[entries] == lane]
         iv = union(m.start[e], m.end[e])  # nested entries merge into their outer one
         sel = np.flatnonzero(m.lane[rows] == lane)

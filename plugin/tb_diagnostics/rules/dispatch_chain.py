@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.critpath import critical_paths
 from tb_diagnostics.analysis.dispatch import KIND_LABEL, CallNode, chains
 from tb_diagnostics.analysis.dispatch_flat import THREAD, FlatTree, flat_tree
@@ -120,7 +121,7 @@ def _best_flat_chain(t: FlatTree, strings: list[str], levels: list[np.ndarray],
     leaves = np.flatnonzero(is_dev)
     if not leaves.size:
         return []
-    sids = np.unique(t.name[t.name >= 0])
+    sids = sorted_sets.unique(t.name[t.name >= 0])
     by_sid = np.zeros(int(sids.max()) + 1 if sids.size else 1, dtype=bool)
     by_sid[sids] = [bool(GEMM.match(strings[sid])) for sid in sids.tolist()]
     gemm = by_sid[np.maximum(t.name, 0)] & (t.name >= 0)

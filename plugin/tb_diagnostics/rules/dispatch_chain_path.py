@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.critpath import critical_paths
 from tb_diagnostics.analysis.dispatch import KIND_LABEL, CallNode
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -65,7 +66,7 @@ def _row_nodes(analysis: SpanAnalysis, index: int,
     step_lane = int(m.lane[w.row]) if w.row >= 0 else -1
     pid = np.full(top.size, ROOT, dtype=np.int64)
     other = (m.lane[host[top]] != step_lane) & (w.row >= 0)
-    for lane in np.unique(m.lane[host[top][other]]).tolist():
+    for lane in sorted_sets.unique(m.lane[host[top][other]]).tolist():
         tid = ids.setdefault((ROOT, "thread", m.lanes[lane].label), len(ids) + 1)
         pid[other & (m.lane[host[top]] == lane)] = tid
     node[top] = _ids(ids, analysis, pid, host[top])

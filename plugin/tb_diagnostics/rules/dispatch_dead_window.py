@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.warmth import dead_windows
 from tb_diagnostics.rules._util import fmt_us, step_numbers, steps_text
@@ -49,7 +50,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     ok = ~np.isnan(dw.dead_us)
     out = []
     names = m.name[dw.annotation]
-    for name in np.unique(names[ok]).tolist():
+    for name in sorted_sets.unique(names[ok]).tolist():
         sel = np.flatnonzero(ok & (names == name))
         warm = sel[dw.window[sel] > 0]
         if warm.size < th.min_warm_instances:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.replay.changes import sync_change
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -98,8 +99,8 @@ def blocking_calls(analysis: SpanAnalysis) -> np.ndarray:
     # The pattern is anchored: its ``search`` is its ``match``.
     copies = acts[np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_DTOH))]
     launchers = m.launcher[copies]
-    rows = np.union1d(rows, launchers[launchers >= 0])
-    return np.setdiff1d(rows, profiler_artefacts(analysis).rows)
+    rows = sorted_sets.union1d(rows, launchers[launchers >= 0])
+    return sorted_sets.setdiff1d(rows, profiler_artefacts(analysis).rows)
 
 
 def _idle_caused(analysis: SpanAnalysis, row: int, window_end: float) -> tuple[float, int]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.host_work import HOST_WORK_MIN_US, host_work
 from tb_diagnostics.rules._util import fmt_us, replayed_saving, warm_steps
@@ -55,7 +56,7 @@ def _neighbours(analysis: SpanAnalysis, a: float, b: float) -> tuple[int, int]:
     """The dispatch call (op or runtime) that ends last before ``a`` and the first that
     starts at or after ``b`` (-1 where none): what the stretch lies between."""
     m = analysis.model
-    calls = np.union1d(analysis.op_rows, m.rows_of({Kind.RUNTIME, Kind.DRIVER}))
+    calls = sorted_sets.union1d(analysis.op_rows, m.rows_of({Kind.RUNTIME, Kind.DRIVER}))
     after = calls[m.start[calls] >= b]
     before = calls[m.end[calls] <= a]
     nxt = int(after[0]) if after.size else -1

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
 from tb_diagnostics.rules._util import MAX_EVIDENCE, fmt_count, fmt_us, short_name, warm_steps
@@ -56,7 +57,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     inner = innermost_op(analysis)
     paired_launch: list[int] = []
     paired_query: list[int] = []
-    for lane in np.unique(m.lane[queries]).tolist():
+    for lane in sorted_sets.unique(m.lane[queries]).tolist():
         q = queries[m.lane[queries] == lane]
         ln = launches[m.lane[launches] == lane]
         if not ln.size:

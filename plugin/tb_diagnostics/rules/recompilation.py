@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.replay.changes import host_removed_change
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.compiled import FX_GRAPH, REGION, compiled_view
@@ -68,7 +69,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
                      f"{inside.size} compile(s), {fmt_us(total)} of host time")
         steps.update(cw.tolist())
         ev_rows += [(int(r), "compile work inside a step") for r in inside[:4]]
-        if np.unique(cw).size >= 2:
+        if sorted_sets.unique(cw).size >= 2:
             # Recurring compiles are paid again and again: replayed without them.
             savings = change_saving(analysis, host_removed_change(analysis, inside))
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
+
 #: The most step rows the tab's span document carries.
 MAX_TAB_STEPS = 2000
 #: Of those, how many come from each end and from the slowest.
@@ -70,7 +72,8 @@ def _chosen(doc: dict[str, Any], steps: list[dict[str, Any]], limit: int) -> lis
         picked.update(dict.fromkeys(named[:_PER_FINDING]))
     room = limit - len(picked)
     if room > 0:
-        rest = np.setdiff1d(np.arange(n), np.fromiter(picked, dtype=int, count=len(picked)))
+        rest = sorted_sets.setdiff1d(np.arange(n),
+                                     np.fromiter(picked, dtype=int, count=len(picked)))
         take = np.linspace(0, rest.size - 1, num=min(room, rest.size)).round().astype(int)
         picked.update(dict.fromkeys(int(k) for k in rest[take]))
     return sorted(picked)[:limit]

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.trace.categories import (
     DEVICE_ACTIVITY_KINDS,
     HOST_KINDS,
@@ -217,7 +218,7 @@ class TraceModel:
             return "rocm"
         launchers = self.launcher_rows
         if launchers.size and any(
-            self.strings[i].startswith("hip") for i in np.unique(self.name[launchers])
+            self.strings[i].startswith("hip") for i in sorted_sets.unique(self.name[launchers])
         ):
             return "rocm"
         return "cuda"

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
+
 try:  # CPython's regex parser (``re._parser`` from 3.11)
     from re import _constants as _sre
     from re import _parser as _sre_parse
@@ -125,10 +127,9 @@ def ids_matching(model: Any, pattern: re.Pattern[str]) -> np.ndarray:
     if found:
         at = [np.fromiter((m.start() for m in re.finditer(re.escape(n), text, flags)),
                           dtype=np.int64) for n in found]
-        # np.unique by its sorting path (return_counts): numpy 2.4's hash path for the
-        # values alone is far slower on many distinct ints (views.distinct.unique).
-        cand = np.unique(np.searchsorted(starts, np.concatenate(at), side="right") - 1,
-                         return_counts=True)[0]
+        # By a sort: numpy 2.4's hash path is far slower on many distinct ints.
+        cand = sorted_sets.unique(
+            np.searchsorted(starts, np.concatenate(at), side="right") - 1)
         ids = cand[_hits(pattern, map(strings.__getitem__, cand.tolist()), cand.size)]
         ids = ids.astype(np.int32)
     else:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.critpath.edges import COMM, HOST, INPUT
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.trace.columns import gather
@@ -44,7 +45,7 @@ def _minus(s: np.ndarray, e: np.ndarray, r: np.ndarray, cut_s: np.ndarray,
         return s, e, r
     # Cut points: every cut boundary inside a stretch splits it; the parts inside a cut go.
     pts = np.concatenate([s, e, cut_s, cut_e])
-    pts = np.unique(pts)
+    pts = sorted_sets.unique(pts)
     a, b = pts[:-1], pts[1:]
     mid = (a + b) / 2
     k = np.searchsorted(s, mid, side="right") - 1
@@ -59,7 +60,7 @@ def host_labels(analysis: SpanAnalysis) -> Labels:
     m = analysis.model
     out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     inputs, comms = analysis.input_rows, analysis.comm_rows
-    lanes = np.union1d(m.lane[inputs], m.lane[comms]).astype(np.int64)
+    lanes = sorted_sets.union1d(m.lane[inputs], m.lane[comms]).astype(np.int64)
     for lane in lanes.tolist():
         ir = inputs[m.lane[inputs] == lane]
         cr = comms[m.lane[comms] == lane]
@@ -82,7 +83,7 @@ def other_threads_comm(analysis: SpanAnalysis, lanes: np.ndarray) -> Labels:
     hs = analysis.host_steps
     comms = analysis.comm_rows
     out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-    for lane in np.unique(lanes).tolist():
+    for lane in sorted_sets.unique(lanes).tolist():
         cr = comms[m.lane[comms] != lane]
         if not cr.size:
             continue

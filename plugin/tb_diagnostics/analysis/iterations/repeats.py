@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.iterations.lane import (
     DATALOADER,
     LABEL_KINDS,
@@ -159,7 +160,7 @@ def module_forward(m: TraceModel, lane: Lane) -> Iterations | None:
     # The model's forward: the outermost module called most, the earliest on ties.
     best = int(np.flatnonzero(counts == counts.max())[0])
     picked = rows[inverse == best]
-    with_frames = make_lane(m, np.union1d(lane.rows, picked), lane.lane_id)
+    with_frames = make_lane(m, sorted_sets.union1d(lane.rows, picked), lane.lane_id)
     pos = np.searchsorted(with_frames.rows, picked)
     module = m.strings[int(names[best])].removeprefix("nn.Module: ")
     it = windows(m, with_frames, pos, f"the repeating forward of {module}", widen_each=False)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import Intervals, union_sorted
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import outermost_op
@@ -93,7 +94,7 @@ def _breakers(analysis: SpanAnalysis, launcher: np.ndarray) -> np.ndarray:
     pageable_calls = pageable_calls[pageable_calls >= 0]
     rows = np.concatenate([analysis.sync_rows, analysis.input_rows, graph_calls,
                            pageable_calls]).astype(np.int64)
-    return np.unique(rows)
+    return sorted_sets.unique(rows)
 
 
 @computed
@@ -101,7 +102,7 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
     m = analysis.model
     acts = m.device_activity_rows
     a_launcher = m.launcher[acts].astype(np.int64)
-    launcher = np.unique(a_launcher[a_launcher >= 0])
+    launcher = sorted_sets.unique(a_launcher[a_launcher >= 0])
     top = outermost_op(analysis)
 
     def unit_of(rows: np.ndarray) -> np.ndarray:
@@ -110,12 +111,12 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
 
     breakers = _breakers(analysis, launcher)
     b_units = unit_of(breakers) if breakers.size else np.zeros(0, np.int64)
-    units = np.setdiff1d(unit_of(launcher), b_units) if launcher.size else launcher
+    units = sorted_sets.setdiff1d(unit_of(launcher), b_units) if launcher.size else launcher
     # A launch under a breaker's op (the copy of ``.item()``) is not captured either; nor
     # is a unit that a breaker encloses (an op inside the DataLoader's wait).
     if b_units.size and units.size:
         inside = np.zeros(units.size, dtype=bool)
-        for lane in np.unique(m.lane[b_units]).tolist():
+        for lane in sorted_sets.unique(m.lane[b_units]).tolist():
             bl = b_units[m.lane[b_units] == lane]
             bl = bl[np.argsort(m.start[bl], kind="stable")]
             on = np.flatnonzero(m.lane[units] == lane)
@@ -149,7 +150,7 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
 
     # Per lane and region: first unit's start to last unit's end.
     ext = [[], [], [], []]
-    for lane in np.unique(u_lane).tolist():
+    for lane in sorted_sets.unique(u_lane).tolist():
         on = np.flatnonzero(u_lane == lane)
         reg = unit_region[on]
         s = np.full(n, np.inf)
@@ -182,7 +183,7 @@ def per_lane_union(lane: np.ndarray, start: np.ndarray,
                    end: np.ndarray) -> dict[int, Intervals]:
     """Per lane, the union of the ``[start, end)`` intervals on it."""
     out = {}
-    for x in np.unique(lane).tolist():
+    for x in sorted_sets.unique(lane).tolist():
         on = np.flatnonzero(lane == x)
         on = on[np.argsort(start[on], kind="stable")]
         iv = union_sorted(start[on], end[on])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import Intervals, union_sorted
 from tb_diagnostics.analysis.replay.capture import (
     GRAPH_GAP_US,
@@ -70,7 +71,7 @@ def _per_lane(analysis: SpanAnalysis, rows: np.ndarray, start: np.ndarray | None
     end = m.end[rows] if end is None else end
     lanes = m.lane[rows]
     out = {}
-    for lane in np.unique(lanes).tolist():
+    for lane in sorted_sets.unique(lanes).tolist():
         on = lanes == lane
         order = np.argsort(start[on], kind="stable")
         out[int(lane)] = union_sorted(start[on][order], end[on][order])
@@ -199,7 +200,7 @@ def _launching_ops(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
     """The outermost op calls that launch device work, and how many launches each makes."""
     m = analysis.model
     launchers = m.launcher[m.device_activity_rows]
-    launchers = np.unique(launchers[launchers >= 0])
+    launchers = sorted_sets.unique(launchers[launchers >= 0])
     if not launchers.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     top = outermost_op(analysis)[launchers]
@@ -285,7 +286,7 @@ def pinned_change(analysis: SpanAnalysis, calls: np.ndarray,
     if not calls.size:
         return None
     m = analysis.model
-    calls = np.unique(calls)
+    calls = sorted_sets.unique(calls)
     keep = m.start[calls] + cost_us
     cut = keep < m.end[calls]
     if not cut.any():

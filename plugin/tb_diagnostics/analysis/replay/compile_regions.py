@@ -22,6 +22,7 @@ from typing import overload
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.cost.model import family_of
 from tb_diagnostics.analysis.intervals import union_sorted
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
@@ -109,7 +110,7 @@ def _already_compiled(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     m = analysis.model
     entry = compiled_view(analysis).entry_rows
     out = np.zeros(rows.shape[0], dtype=bool)
-    for lane in np.unique(m.lane[entry]).tolist():
+    for lane in sorted_sets.unique(m.lane[entry]).tolist():
         e = entry[m.lane[entry] == lane]
         e = e[np.argsort(m.start[e], kind="stable")]
         iv = union_sorted(m.start[e], m.end[e])
@@ -129,7 +130,7 @@ def _breaks(analysis: SpanAnalysis) -> np.ndarray:
     syncs = analysis.sync_rows
     top = outermost_op(analysis)[syncs] if syncs.size else syncs
     rows = np.where(top >= 0, top, syncs) if syncs.size else syncs
-    return np.union1d(rows.astype(np.int64), analysis.input_rows.astype(np.int64))
+    return sorted_sets.union1d(rows.astype(np.int64), analysis.input_rows.astype(np.int64))
 
 
 def _graph_launched(analysis: SpanAnalysis, launcher: np.ndarray) -> np.ndarray:
@@ -158,12 +159,12 @@ def compile_regions(analysis: SpanAnalysis) -> Regions:
     if not ok.any():
         return Regions.empty()
     cand = np.flatnonzero(ok)
-    ops = np.unique(top[cand]).astype(np.int64)
+    ops = sorted_sets.unique(top[cand]).astype(np.int64)
     lanes = m.lane[ops].astype(np.int64)
     win = window_of_rows(analysis, ops).astype(np.int64)
     # A graph break splits the thread's ops: count the breaks that start before each op.
     seg = np.zeros(ops.shape[0], dtype=np.int64)
-    for lane in np.unique(lanes).tolist():
+    for lane in sorted_sets.unique(lanes).tolist():
         b = breaks[m.lane[breaks] == lane]
         on = lanes == lane
         seg[on] = np.searchsorted(np.sort(m.start[b]), m.start[ops[on]], side="right")
@@ -207,7 +208,7 @@ def _fused_families(analysis: SpanAnalysis, inner: np.ndarray) -> np.ndarray:
     m = analysis.model
     acts = m.device_activity_rows
     names = np.where(inner >= 0, m.name[np.maximum(inner, 0)], -1)
-    fused_ids = {i for i in np.unique(names[names >= 0]).tolist()
+    fused_ids = {i for i in sorted_sets.unique(names[names >= 0]).tolist()
                  if family_of(m.strings[i]) in FUSED_FAMILIES}
     return (m.kind[acts] == Kind.KERNEL) & np.isin(names, list(fused_ids) or [-2])
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import Intervals, length_before
 from tb_diagnostics.analysis.replay.graph import ReplayGraph, replay_graph
 from tb_diagnostics.analysis.replay.joins import thread_joins
@@ -75,7 +76,7 @@ def _removed_before(g: ReplayGraph, change: Change) -> tuple[np.ndarray, np.ndar
     if burst.size and change.removed_host:
         k = g.h_anchor[burst]
         main = int(g.h_lane[k[0]])
-        for lane in np.unique(g.h_lane[burst]).tolist():
+        for lane in sorted_sets.unique(g.h_lane[burst]).tolist():
             ivs = [iv for x, iv in change.removed_host.items() if x in (lane, main) and len(iv)]
             if not ivs:
                 continue

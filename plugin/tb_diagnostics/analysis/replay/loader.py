@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.trace.categories import Kind
 
@@ -91,7 +92,7 @@ def _waits(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     m = analysis.model
     rows = analysis.input_rows
     lanes, starts, ends, multi = [], [], [], []
-    for lane in np.unique(m.lane[rows]).tolist():
+    for lane in sorted_sets.unique(m.lane[rows]).tolist():
         on = rows[m.lane[rows] == lane]
         on = on[np.argsort(m.start[on], kind="stable")]
         s, e = m.start[on], m.end[on]
@@ -119,7 +120,7 @@ def _waits(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 def _next_wait_start(lane: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Per wait, the start of the next wait on its lane (inf for the last)."""
     until = np.full(start.shape[0], np.inf)
-    for x in np.unique(lane).tolist():
+    for x in sorted_sets.unique(lane).tolist():
         on = np.flatnonzero(lane == x)
         on = on[np.argsort(start[on], kind="stable")]
         until[on[:-1]] = start[on[1:]]
@@ -152,7 +153,7 @@ def _copied_batches(analysis: SpanAnalysis, lane: np.ndarray, start: np.ndarray,
     until = _next_wait_start(lane, start)
     tensors = np.zeros(start.shape[0], dtype=np.int64)
     nbytes = np.zeros(start.shape[0])
-    for x in np.unique(lane).tolist():
+    for x in sorted_sets.unique(lane).tolist():
         waits = np.flatnonzero(lane == x)
         lo, hi = end[waits], until[waits]
         kernel_t = np.sort(c_start[(c_lane == x) & is_kernel])
@@ -175,7 +176,7 @@ def _allocated_batches(analysis: SpanAnalysis, lane: np.ndarray, start: np.ndarr
     out = np.zeros(start.shape[0])
     if not len(mem):
         return out
-    for x in np.unique(lane).tolist():
+    for x in sorted_sets.unique(lane).tolist():
         waits = np.flatnonzero(lane == x)
         on = np.flatnonzero((mem.device_type == 0) & (mem.lane == x))
         on = on[np.argsort(mem.ts[on], kind="stable")]

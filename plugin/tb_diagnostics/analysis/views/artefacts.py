@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import Intervals, complement, union
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.distinct import unique
@@ -74,7 +75,7 @@ class Artefacts:
 def profiler_artefacts(analysis: SpanAnalysis) -> Artefacts:
     m = analysis.model
     requests = m.rows_matching(BUFFER_REQUEST)
-    overhead = np.setdiff1d(m.rows_of({Kind.OVERHEAD}), requests)
+    overhead = sorted_sets.setdiff1d(m.rows_of({Kind.OVERHEAD}), requests)
     flush = _flush_syncs(analysis)
     first, first_delay = _first_launch(analysis, requests)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
@@ -143,5 +144,5 @@ def _telling_reach(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray, np.n
 def _telling_rows(analysis: SpanAnalysis) -> np.ndarray:
     m = analysis.model
     rows = m.rows_of(set(_TELLING))
-    rows = np.setdiff1d(rows, analysis.step_rows, assume_unique=True)
-    return np.setdiff1d(rows, profiler_artefacts(analysis).rows, assume_unique=True)
+    rows = sorted_sets.setdiff1d(rows, analysis.step_rows, assume_unique=True)
+    return sorted_sets.setdiff1d(rows, profiler_artefacts(analysis).rows, assume_unique=True)

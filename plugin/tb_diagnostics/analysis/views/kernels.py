@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.cost.occupancy import (
     Occupancy,
     SmLimits,
@@ -195,7 +196,7 @@ def kernel_calls(analysis: SpanAnalysis) -> KernelCalls:
     device = np.maximum(m.device[rows], -1).astype(np.int64)
     used = m.used_device_properties
     props_of = {int(p["id"]): p for p in props if type(p.get("id")) is int}
-    devices = np.unique(device).tolist()
+    devices = sorted_sets.unique(device).tolist()
     for d in devices:  # a device without its own entry: the one most kernels ran on
         props_of.setdefault(d, used or {})
     limits_of = {d: sm_limits(props_of[d]) for d in devices}

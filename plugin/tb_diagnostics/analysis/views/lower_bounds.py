@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.cost.collectives import COLLECTIVE_KERNEL, is_collective
 from tb_diagnostics.analysis.cost.model import family_of
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -32,12 +33,12 @@ def op_ancestors(up: np.ndarray, pos: np.ndarray) -> np.ndarray:
     earlier chain already went, so its work is the number of ancestors, not the depth
     times the rows."""
     mask = np.zeros(up.shape[0], dtype=bool)
-    at = np.unique(up[pos]) if pos.size else pos
+    at = sorted_sets.unique(up[pos]) if pos.size else pos
     at = at[at >= 0]
     while at.size:
         at = at[~mask[at]]
         mask[at] = True
-        at = np.unique(up[at])
+        at = sorted_sets.unique(up[at])
         at = at[at >= 0]
     return mask
 
@@ -71,7 +72,7 @@ def bounding_ops(analysis: SpanAnalysis, owner: np.ndarray, counted: np.ndarray,
     free = free[~np.isin(m.name[m.device_activity_rows[free]], kernel_ids)]
     at = climb_ops(analysis, launching_op(analysis)[free], candidate | collective)
     at[(at >= 0) & collective[np.maximum(at, 0)]] = -1
-    chosen = np.unique(at[at >= 0])
+    chosen = sorted_sets.unique(at[at >= 0])
     if chosen.size:
         inner_of_another = np.zeros(n, dtype=bool)
         inner_of_another[ops[op_ancestors(up, np.searchsorted(ops, chosen))]] = True

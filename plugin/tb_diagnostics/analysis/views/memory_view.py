@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, is_op, nearest_marked
 from tb_diagnostics.analysis.views.memory import DeviceMemory, memory_series
@@ -86,7 +87,7 @@ def allocation_sites(analysis: SpanAnalysis) -> Sites:
         return Sites(inner=inner, op=inner, inner_op=inner)
     host = np.flatnonzero(m.is_host & (m.kind != Kind.TRACE))
     host_lane = m.lane[host]
-    for lane in np.unique(mem.lane[mem.lane >= 0]).tolist():
+    for lane in sorted_sets.unique(mem.lane[mem.lane >= 0]).tolist():
         ev = np.flatnonzero(mem.lane == lane)
         rows = host[host_lane == lane]  # in start order, as the model keeps rows
         if not rows.size:
@@ -265,4 +266,4 @@ def downsample(dv: DeviceView, a: int, b: int,
         top = np.repeat(np.maximum.reduceat(values, starts), counts)
         at = np.flatnonzero(values == top)
         picks.append(at[np.searchsorted(at, starts)])
-    return a + np.unique(np.concatenate(picks))
+    return a + sorted_sets.unique(np.concatenate(picks))

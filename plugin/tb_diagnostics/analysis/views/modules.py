@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import count_above, nearest_marked
 from tb_diagnostics.analysis.views.tables import window_of_rows
@@ -81,7 +82,7 @@ def _launched_within(analysis: SpanAnalysis, frames: np.ndarray) -> np.ndarray:
     t, lane, dur = m.start[lrow], m.lane[lrow], m.dur[acts[has]]
     out = np.zeros(frames.shape[0])
     f_lane = m.lane[frames]
-    for ln in np.unique(f_lane).tolist():
+    for ln in sorted_sets.unique(f_lane).tolist():
         on = np.isin(lane, work_lanes(analysis, ln))
         order = np.argsort(t[on], kind="stable")
         ts = t[on][order]
@@ -202,7 +203,7 @@ def ops_within(analysis: SpanAnalysis, node: int, ops: np.ndarray) -> np.ndarray
     frames = t.frames[t.frame_node == node]
     inside = np.zeros(ops.shape[0], dtype=bool)
     o_lane = m.lane[ops]
-    for ln in np.unique(m.lane[frames]).tolist():
+    for ln in sorted_sets.unique(m.lane[frames]).tolist():
         f = frames[m.lane[frames] == ln]
         lanes = work_lanes(analysis, ln)
         # Outermost frames only (a node does not nest in itself, but stay safe): the

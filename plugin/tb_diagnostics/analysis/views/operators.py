@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.distinct import pairs
 from tb_diagnostics.analysis.views.hierarchy import innermost_op, launching_op, nearest_marked
@@ -178,7 +179,7 @@ def op_calls(analysis: SpanAnalysis) -> OpCalls:
     # The distinct keys (a hash pass: few beside the calls), then each call's by a binary
     # search among them: cheaper than the argsort of every call a return_inverse takes.
     has = stack_key >= 0
-    stack_keys = np.unique(stack_key[has])
+    stack_keys = sorted_sets.unique(stack_key[has])
     stack_code = np.full(stack_key.shape[0], -1, dtype=np.int64)
     stack_code[has] = np.searchsorted(stack_keys, stack_key[has])
     return OpCalls(rows=ops, window=window_of_rows(analysis, ops).astype(np.int64),

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
@@ -133,7 +134,8 @@ def trailing_stub(analysis: SpanAnalysis) -> int:
     if analysis.activity_step.size and bool(np.any(analysis.activity_step == k)):
         return -1
     labels = m.rows_of({Kind.USER_ANNOTATION})
-    labels = np.setdiff1d(labels, np.union1d(analysis.step_rows, analysis.input_rows))
+    labels = sorted_sets.setdiff1d(
+        labels, sorted_sets.union1d(analysis.step_rows, analysis.input_rows))
     lo, hi = float(hs.host_start[k]), float(hs.host_end[k])
     for rows in (analysis.op_rows, labels):
         t = m.start[rows]

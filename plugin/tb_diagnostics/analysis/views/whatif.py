@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.replay.changes import (
     ASSUMES,
     amp_change,
@@ -198,7 +199,7 @@ def pageable_htod_calls(analysis: SpanAnalysis) -> np.ndarray:
     acts = m.device_activity_rows
     copies = acts[np.isin(m.name[acts], m.name_ids_matching(PAGEABLE_HTOD))]
     launchers = m.launcher[copies]
-    return np.unique(launchers[launchers >= 0])
+    return sorted_sets.unique(launchers[launchers >= 0])
 
 
 def _user_syncs(analysis: SpanAnalysis) -> Change | None:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.edges import COMM, DEVICE, HOST, INPUT, LATENCY
 from tb_diagnostics.analysis.intervals import Intervals, length_before, union
@@ -111,14 +112,14 @@ def _freed_waits(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np
         np.zeros(0, dtype=np.int64)
     starts, ends = [m.start[freed]], [m.end[freed]]
     if change.removed_host:
-        blocking = np.union1d(analysis.sync_rows, pageable_htod_calls(analysis))
+        blocking = sorted_sets.union1d(analysis.sync_rows, pageable_htod_calls(analysis))
         for lane, iv in change.removed_host.items():
             calls = blocking[m.lane[blocking] == lane]
             if not calls.size or not len(iv):
                 continue
             b = union(m.start[calls], m.end[calls])
             # Removed and blocking both: between consecutive ends of either, where both cover.
-            pts = np.unique(np.concatenate([iv.start, iv.end, b.start, b.end]))
+            pts = sorted_sets.unique(np.concatenate([iv.start, iv.end, b.start, b.end]))
             mid = (pts[:-1] + pts[1:]) / 2
             both = _covers(iv, mid) & _covers(b, mid)
             starts.append(pts[:-1][both])

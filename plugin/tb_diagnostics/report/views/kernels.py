@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.cost.occupancy import SmLimits
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.kernels import (
@@ -160,7 +161,7 @@ def kernels_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, An
     cand = np.arange(len(g))
     if params.q:
         needle = params.q.casefold()
-        ids = np.unique(g.name_ids)
+        ids = sorted_sets.unique(g.name_ids)
         hit = np.asarray([int(i) for i in ids if needle in m.strings[int(i)].casefold()],
                          dtype=np.int64)
         cand = cand[np.isin(g.name_ids, hit)]

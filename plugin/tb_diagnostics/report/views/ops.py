@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.cost.shapes import parse_json
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.modules import module_tree, node_path, ops_within
@@ -99,7 +100,7 @@ def ops_document(analysis: SpanAnalysis, params: ViewParams) -> dict[str, Any]:
     order = _order(analysis, g, sort)
     if params.q:
         needle = params.q.casefold()
-        ids = np.unique(g.name_ids)
+        ids = sorted_sets.unique(g.name_ids)
         hit = {int(i) for i in ids if needle in m.strings[int(i)].casefold()}
         order = order[np.isin(g.name_ids[order], np.fromiter(hit, dtype=np.int64,
                                                              count=len(hit)))]
