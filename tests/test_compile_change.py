@@ -238,3 +238,14 @@ def test_the_cards_name_the_rules_that_propose_torch_compile(tmp_path):
     # Compiled, the steps are shorter; with graphs too, shorter still (host-bound steps).
     warm = [1]
     assert 0 < cards["compile"].saving(warm) < cards["compile-graphs"].saving(warm)
+
+
+def test_region_groups_are_numpy_s_unique_rows():
+    # compile_regions groups ops by (thread, window, graph-break segment) by one lexsort:
+    # the same group numbers as np.unique of the stacked keys, rows as records.
+    from tb_diagnostics.analysis.replay.compile_regions import _group_of
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5, 100, 5000):
+        a, b, c = (rng.integers(-1, 4, n) for _ in range(3))
+        expected = np.unique(np.stack([a, b, c], axis=1), axis=0, return_inverse=True)[1]
+        assert np.array_equal(_group_of(a, b, c), expected.reshape(-1))

@@ -23,15 +23,17 @@ class Interner:
 
     def many(self, values: list[str]) -> np.ndarray:
         ids = self.ids
-        out = list(map(ids.get, values))  # C-speed lookups; new strings fixed up below
+        out = list(map(ids.get, values))  # C-speed lookups; new strings added below
         if None in out:
-            for i, v in enumerate(values):
-                if out[i] is None:
-                    j = ids.get(v)
-                    if j is None:
-                        j = ids[v] = len(self.strings)
-                        self.strings.append(v)
-                    out[i] = j
+            # The new strings in order of first appearance (dict.fromkeys keeps it), each
+            # given the next id, then every value looked up again: no Python line per value
+            # (a span of 10⁶ steps has 10⁶ distinct step names).
+            new = [v for v, j in zip(values, out, strict=True) if j is None]
+            fresh = list(dict.fromkeys(new))
+            base = len(self.strings)
+            ids.update(zip(fresh, range(base, base + len(fresh)), strict=True))
+            self.strings.extend(fresh)
+            out = list(map(ids.__getitem__, values))
         return np.asarray(out, dtype=np.int32)
 
     def optional(self, values: list[str]) -> np.ndarray:

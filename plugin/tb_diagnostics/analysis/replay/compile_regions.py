@@ -170,9 +170,7 @@ def compile_regions(analysis: SpanAnalysis) -> Regions:
         seg[on] = np.searchsorted(np.sort(m.start[b]), m.start[ops[on]], side="right")
     inner = launching_op(analysis)
     fused_family = _fused_families(analysis, inner)
-    keys = np.stack([lanes, win, seg], axis=1)
-    _, group = np.unique(keys, axis=0, return_inverse=True)
-    group = group.reshape(-1)
+    group = _group_of(lanes, win, seg)
     # The ops of each group, by start (stable): one sort, not a scan of every op per group.
     grouped = np.lexsort((m.start[ops], group))
     n_groups = int(group.max()) + 1
@@ -194,6 +192,21 @@ def compile_regions(analysis: SpanAnalysis) -> Regions:
                    activities=act_pos[_ranges(acts_cut[by], acts_cut[by + 1])],
                    generated=generated[by].astype(np.int64),
                    extern=extern[by].astype(np.int64))
+
+
+def _group_of(*keys: np.ndarray) -> np.ndarray:
+    """Each position's index among the distinct key tuples in lexicographic order:
+    ``np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)[1]`` by one lexsort
+    (numpy sorts the rows as records: 1.5 s on 10⁶ ops)."""
+    order = np.lexsort(keys[::-1])
+    new = np.zeros(order.shape[0], dtype=bool)
+    new[:1] = True
+    for k in keys:
+        sk = k[order]
+        new[1:] |= sk[1:] != sk[:-1]
+    group = np.empty(order.shape[0], dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    return group
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
