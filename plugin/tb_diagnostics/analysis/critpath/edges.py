@@ -49,7 +49,7 @@ from tb_diagnostics.analysis.replay.graph import (
     replay_graph,
 )
 from tb_diagnostics.analysis.replay.joins import main_lane, thread_joins
-from tb_diagnostics.analysis.span import SpanAnalysis, computed
+from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.trace.columns import gather
 from tb_diagnostics.trace.model import NO_ID
 
@@ -238,8 +238,10 @@ def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
     p[bad] = NO_ID
 
 
-@computed
 def path_edges(analysis: SpanAnalysis) -> PathEdges:
+    """The graph's edges for the walk. Not memoized: ``critical_paths`` (memoized) is its
+    one reader, and its arrays, PIECES per node, were 364 MB of a 10⁶-step span's peak,
+    held to the end of the analysis for nothing."""
     g = replay_graph(analysis)
     n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
     n = n_h + n_a
