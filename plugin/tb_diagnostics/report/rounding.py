@@ -49,7 +49,7 @@ def significant(values: np.ndarray, digits: int) -> np.ndarray:
     correctly rounded product or quotient, the nearest float to the decimal, as the
     format's parse gives. Where ``x * 10**k`` lies within its rounding error of a half,
     where log10's rounding gave the mantissa a digit too few or too many, and for zeros,
-    non-finite values and far exponents, the format itself.
+    non-finite values and far exponents, the format itself (zeros are themselves).
     """
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(all="ignore"):
@@ -65,6 +65,11 @@ def significant(values: np.ndarray, digits: int) -> np.ndarray:
         size = np.abs(mant)
         risky = (~fits | near_half | (size < 10.0 ** (digits - 1))
                  | (size > 10.0 ** digits) | ~np.isfinite(x))
+    # A zero formats as itself ("0", "-0"): most figures of a span of 10⁶ one-op steps are
+    # zeros, and the format per value took 1.2 s there.
+    zero = x == 0
+    out[zero] = x[zero]
+    risky &= ~zero
     for i in np.flatnonzero(risky).tolist():
         out[i] = float(f"{float(x[i]):.{digits}g}")
     return out
