@@ -147,7 +147,8 @@ class TraceModel:
 
     @cached_property
     def name_index(self) -> dict[str, int]:
-        return {s: i for i, s in enumerate(self.strings)}
+        # As the comprehension over enumerate (a repeated string keeps its last id), in C.
+        return dict(zip(self.strings, range(len(self.strings)), strict=True))
 
     def rows_named(self, names: set[str] | frozenset[str]) -> np.ndarray:
         """Rows whose name is one of ``names`` (exact match)."""
