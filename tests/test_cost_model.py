@@ -907,3 +907,11 @@ def test_the_trace_keeps_concrete_inputs_for_every_op_that_reads_them():
     missing = sorted(n for n in readers if not keeps_concrete_inputs(n))
     assert not missing, f"add these to trace.categories._CONCRETE_READERS: {missing}"
     assert not keeps_concrete_inputs("aten::add") and not keeps_concrete_inputs("aten::mm")
+
+
+def test_the_builder_s_mask_is_keeps_concrete_inputs_per_name():
+    from tb_diagnostics.trace.categories import concrete_input_mask, keeps_concrete_inputs
+    names = ["aten::conv2d", "aten::add", "aten::sum", "ProfilerStep#3", "aten::summary",
+             "flash_attn::fwd", ""]
+    assert concrete_input_mask(names).tolist() == [keeps_concrete_inputs(n) for n in names]
+    assert concrete_input_mask([]).shape == (0,)

@@ -30,7 +30,7 @@ from tb_diagnostics.trace.categories import (
     CATEGORY_KIND,
     DEVICE_KINDS,
     Kind,
-    keeps_concrete_inputs,
+    concrete_input_mask,
 )
 from tb_diagnostics.trace.columns import (
     GrowingColumn,
@@ -219,8 +219,7 @@ class ModelBuilder:
                 grown = np.zeros(2 * len(strings), dtype=bool)
                 grown[:seen] = self._keeps_concrete[:seen]
                 self._keeps_concrete = grown
-            self._keeps_concrete[seen:len(strings)] = [keeps_concrete_inputs(x)
-                                                       for x in strings[seen:]]
+            self._keeps_concrete[seen:len(strings)] = concrete_input_mask(strings[seen:])
             self._concrete_seen = len(strings)
         out = np.full(name.shape[0], NO_ID, dtype=np.int32)
         rows = np.flatnonzero(self._keeps_concrete[name])
