@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from tb_diagnostics.chunks_on_cores import chunks_on_cores
 from tb_diagnostics.lazy_json import encodable
 from tb_diagnostics.lazy_rows import LazyRows
 
@@ -160,20 +161,32 @@ def _list_chunks(rows: Sequence[Any], pad: bytes, rows_per_chunk: int) -> Iterat
         yield b"[]"
         return
     yield b"[\n"
-    for k, lo in enumerate(range(0, len(rows), rows_per_chunk)):
+    n = len(rows)
+
+    def chunk(k: int) -> bytes:
+        lo = k * rows_per_chunk
+        return _chunk_json(rows, lo, min(lo + rows_per_chunk, n), pad)
+
+    for k, body in enumerate(chunks_on_cores(chunk, -(-n // rows_per_chunk))):
         if k:
             yield b",\n"
-        yield _chunk_json(rows, lo, min(lo + rows_per_chunk, len(rows)), pad)
+        yield body
     yield b"\n" + pad + b"]"
 
 
 def _compact_chunks(rows: Sequence[Any], rows_per_chunk: int) -> Iterator[bytes]:
     """The compact JSON of ``rows`` (msgspec's bytes for the whole list), in chunks."""
     yield b"["
-    for k, lo in enumerate(range(0, len(rows), rows_per_chunk)):
+    n = len(rows)
+
+    def chunk(k: int) -> bytes:
+        lo = k * rows_per_chunk
+        return _chunk_compact(rows, lo, min(lo + rows_per_chunk, n))
+
+    for k, body in enumerate(chunks_on_cores(chunk, -(-n // rows_per_chunk))):
         if k:
             yield b","
-        yield _chunk_compact(rows, lo, min(lo + rows_per_chunk, len(rows)))
+        yield body
     yield b"]"
 
 

@@ -18,6 +18,7 @@ from tb_diagnostics.commands._common import (
 from tb_diagnostics.lazy_rows import with_values
 from tb_diagnostics.output import INDENT_ROWS_AT_MOST, json_chunks
 from tb_diagnostics.report.text import render_markdown, render_text
+from tb_diagnostics.trace.source import end_idle_readers
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if args.step is not None:
         _add_whole_paths(doc, args)
     if args.format == "json":
+        # The loads are over: their idle reader threads end, so that the JSON writer may
+        # fork workers to encode the step rows on every core (chunks_on_cores).
+        end_idle_readers()
         # Byte chunks, the step lists a chunk of rows at a time: no copy of the whole JSON.
         text: str | Iterable[bytes] = json_chunks(
             doc, indent=args.indent if args.indent == "auto" else int(args.indent))

@@ -160,6 +160,18 @@ def _forget_idle_helpers() -> None:
     _IDLE_LOCK = threading.Lock()
 
 
+def end_idle_readers(timeout: float = 1.0) -> None:
+    """End the idle helpers' threads (a later load starts new ones): a process about to
+    fork workers (``chunks_on_cores``) then has no other thread."""
+    with _IDLE_LOCK:
+        idle = list(_IDLE)
+        _IDLE.clear()
+    for helper in idle:
+        helper.todo.put(None)
+    for helper in idle:
+        helper.thread.join(timeout)
+
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_idle_helpers)
 
@@ -170,7 +182,9 @@ class _Helper:
     def __init__(self) -> None:
         self.todo: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.done: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="tb-diagnostics-read", daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, name="tb-diagnostics-read",
+                                       daemon=True)
+        self.thread.start()
 
     @staticmethod
     def take() -> _Helper:

@@ -1,0 +1,151 @@
+"""The JSON of a long list encoded on every core, written in order (issue 28: a span of a
+million steps spent 15 s of its 57 s in one core encoding its step rows while the other
+cores idled).
+
+:func:`chunks_on_cores` gives ``encode(0)``, ``encode(1)``, … ``encode(n - 1)`` in order.
+Where it can, it forks workers that share the process's memory copy-on-write (the packed
+columns the chunks are read from are not copied): with W processes in all, worker w
+encodes chunks w, w + W, w + 2W, … and sends each down its own pipe, while this process
+encodes chunks 0, W, 2W, … and reads the others' as their turn comes. A worker runs at
+most one chunk ahead (its pipe holds one), so memory stays at a chunk per process
+whatever the reader's speed, and the bytes are the same as encoding in one process: the
+same function encodes each chunk.
+
+It encodes in this process alone where fork is not the platform's way (Windows, macOS:
+forking there is unsafe with system frameworks loaded), on one core, for few chunks,
+where another thread runs (a fork copies only the forking thread, not what the others
+hold locked), and under ``TB_DIAGNOSTICS_SERIAL_WRITE=1``. A worker that fails on a chunk
+says so and this process encodes that chunk itself, so an error is raised here, as it
+would be without workers; a worker that dies is replaced by this process too.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import IO
+
+#: Fewer chunks than this are encoded here: forking costs a few ms per GB of the process.
+MIN_CHUNKS = 16
+#: Workers at most (the lists are written a chunk at a time: more would wait on the pipe).
+MAX_WORKERS = 7
+
+_HEADER = struct.Struct("<q")  # a chunk's length, or -1: "encode it yourself"
+_FAILED = -1
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _workers_for(n: int) -> int:
+    if (n < MIN_CHUNKS or not sys.platform.startswith("linux")
+            or os.environ.get("TB_DIAGNOSTICS_SERIAL_WRITE") == "1"
+            or threading.active_count() > 1):
+        return 0
+    return max(0, min(usable_cores() - 1, MAX_WORKERS, n - 1))
+
+
+def chunks_on_cores(encode: Callable[[int], bytes], n: int) -> Iterator[bytes]:
+    """``encode(k)`` for k = 0 … n - 1, in order, encoded by forked workers and this
+    process together where that is possible (see the module docstring)."""
+    workers = _workers_for(n)
+    if not workers:
+        for k in range(n):
+            yield encode(k)
+        return
+    total = workers + 1
+    pipes: list[tuple[int, IO[bytes] | None]] = []
+    finished = False
+    try:
+        for w in range(1, total):
+            pid, fh = _fork_worker(encode, range(w, n, total))
+            pipes.append((pid, fh))
+        for k in range(n):
+            w = k % total
+            if w == 0:
+                yield encode(k)
+                continue
+            pid, fh = pipes[w - 1]
+            body = _read_chunk(fh) if fh is not None else None
+            if body is None:  # the worker failed on it, or is gone: encode it here
+                if fh is not None:
+                    fh.close()
+                    pipes[w - 1] = (pid, None)
+                    _reap(pid, kill=True)
+                yield encode(k)
+            else:
+                yield body
+        finished = True
+    finally:
+        # Read to the end, each worker has written its last chunk and is exiting; stopped
+        # early (the reader closed us, an error), it is killed.
+        for pid, fh in pipes:
+            if fh is not None:
+                fh.close()
+                _reap(pid, kill=not finished)
+
+
+def _fork_worker(encode: Callable[[int], bytes], ks: range) -> tuple[int, IO[bytes]]:
+    read, write = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(write, 1031, 1 << 20)  # F_SETPIPE_SZ: a chunk in flight, not 64 KB
+    except (ImportError, OSError):
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the worker: never returns
+        code = 0
+        try:
+            os.close(read)
+            # A collection would write to every tracked object's header, copying the
+            # shared pages; the chunks' objects hold no cycles.
+            gc.disable()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            out = os.fdopen(write, "wb", buffering=0)
+            for k in ks:
+                try:
+                    body = encode(k)
+                except BaseException:  # the parent encodes it, and raises
+                    out.write(_HEADER.pack(_FAILED))
+                    break
+                out.write(_HEADER.pack(len(body)))
+                out.write(body)
+        except BaseException:  # a closed pipe: the parent stopped reading
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, os.fdopen(read, "rb")
+
+
+def _read_chunk(fh: IO[bytes]) -> bytes | None:
+    head = fh.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    if size < 0:
+        return None
+    body = fh.read(size)
+    return body if len(body) == size else None
+
+
+def _reap(pid: int, kill: bool) -> None:
+    try:
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError, OSError):
+        pass
