@@ -27,17 +27,39 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 @pytest.fixture
 def three_workers(monkeypatch):
-    # Fork whatever this machine's cores: the order and the fallbacks are what is checked.
+    """Fork three workers whatever this machine's cores: the order and the fallbacks are
+    what is checked. Yields the PIDs forked.
+
+    Earlier tests in this process leave idle daemon threads (the tab's pools, readers), so
+    the writer would not fork here; these tests let it, as the report command does once it
+    has ended its own idle readers. Other children of this process (a test's server) are
+    not ours to count: each forked PID is checked, not "any child".
+    """
     monkeypatch.setattr(coc, "usable_cores", lambda: 4)
+    monkeypatch.setattr(coc, "other_threads_running", lambda: False)
     monkeypatch.delenv("TB_DIAGNOSTICS_SERIAL_WRITE", raising=False)
+    pids: list[int] = []
+    real_fork = os.fork
+
+    def recording_fork() -> int:
+        pid = real_fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recording_fork)
+    return pids
 
 
-def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+def _none_left(pids: list[int]) -> bool:
+    """Every PID forked has been reaped (waitpid on it fails: no such child)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
 
 
 def _body(k: int) -> bytes:
@@ -45,14 +67,11 @@ def _body(k: int) -> bytes:
 
 
 @linux_only
-def test_chunks_come_in_order_and_equal_one_process(three_workers, monkeypatch):
-    forks = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+def test_chunks_come_in_order_and_equal_one_process(three_workers):
     n = 50
     assert list(coc.chunks_on_cores(_body, n)) == [_body(k) for k in range(n)]
-    assert len(forks) == 3
-    assert _no_children_left()
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)
 
 
 @linux_only
@@ -65,7 +84,8 @@ def test_a_chunk_a_worker_fails_on_is_encoded_here(three_workers):
         return _body(k)
 
     assert list(coc.chunks_on_cores(encode, 40)) == [_body(k) for k in range(40)]
-    assert _no_children_left()
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)
 
 
 @linux_only
@@ -78,7 +98,8 @@ def test_a_worker_that_dies_is_replaced_by_this_process(three_workers):
         return _body(k)
 
     assert list(coc.chunks_on_cores(encode, 40)) == [_body(k) for k in range(40)]
-    assert _no_children_left()
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)
 
 
 @linux_only
@@ -93,7 +114,8 @@ def test_an_error_is_raised_here_and_no_worker_is_left(three_workers):
         for body in coc.chunks_on_cores(encode, 40):
             got.append(body)
     assert got == [_body(k) for k in range(17)]
-    assert _no_children_left()
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)
 
 
 @linux_only
@@ -101,7 +123,8 @@ def test_a_reader_that_stops_early_leaves_no_process(three_workers):
     chunks = coc.chunks_on_cores(_body, 200)
     assert [next(chunks) for _ in range(5)] == [_body(k) for k in range(5)]
     chunks.close()
-    assert _no_children_left()
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)
 
 
 def test_serial_cases_do_not_fork(monkeypatch):
@@ -119,6 +142,7 @@ def test_serial_cases_do_not_fork(monkeypatch):
     assert list(coc.chunks_on_cores(_body, 40)) == expected
     monkeypatch.setattr(coc, "usable_cores", lambda: 4)
     monkeypatch.setattr(coc.threading, "active_count", lambda: 2)  # another thread runs
+    assert coc.other_threads_running()
     assert list(coc.chunks_on_cores(_body, 40)) == expected
 
 
@@ -136,4 +160,5 @@ def test_the_report_json_is_the_same_bytes_with_workers(three_workers, monkeypat
     expected = {"spans": [{"span": "1", "steps": _as_list(keys, cols),
                            "numbers": list(range(70_000))}]}
     assert msgspec.json.decode(forked) == msgspec.json.decode(msgspec.json.encode(expected))
-    assert _no_children_left()
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)

@@ -47,10 +47,15 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def other_threads_running() -> bool:
+    """Whether a thread besides this one is alive: a fork would copy the locks it holds."""
+    return threading.active_count() > 1
+
+
 def _workers_for(n: int) -> int:
     if (n < MIN_CHUNKS or not sys.platform.startswith("linux")
             or os.environ.get("TB_DIAGNOSTICS_SERIAL_WRITE") == "1"
-            or threading.active_count() > 1):
+            or other_threads_running()):
         return 0
     return max(0, min(usable_cores() - 1, MAX_WORKERS, n - 1))
 
@@ -103,8 +108,12 @@ def _fork_worker(encode: Callable[[int], bytes], ks: range) -> tuple[int, IO[byt
         fcntl.fcntl(write, 1031, 1 << 20)  # F_SETPIPE_SZ: a chunk in flight, not 64 KB
     except (ImportError, OSError):
         pass
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # else both would write what they buffer
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     pid = os.fork()
     if pid == 0:  # the worker: never returns
         code = 0
