@@ -21,10 +21,11 @@ def _pss(pid: int) -> int | None:
     return None
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (the parallel load's ranges,
-    the writer's forked workers): the sum of their PSS, or of their RSS where a kernel
-    has no ``smaps_rollup`` (before Linux 4.14)."""
+_HAS_PSS = os.path.exists("/proc/self/smaps_rollup")
+
+
+def _tree(pid: int) -> dict[int, int]:
+    """The process and its descendants now: PID → resident pages."""
     parent, rss = {}, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -36,12 +37,37 @@ def tree_rss(pid: int) -> int:
     kids: dict[int, list[int]] = {}
     for p, pp in parent.items():
         kids.setdefault(pp, []).append(p)
-    page = os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [pid]
+    tree, todo = {}, [pid]
     while todo:
         p = todo.pop()
         if p in rss:
-            pss = _pss(p)
-            total += pss if pss is not None else rss[p] * page
+            tree[p] = rss[p]
         todo += kids.get(p, [])
+    return tree
+
+
+def tree_rss(pid: int, tries: int = 5) -> int:
+    """Resident bytes of a process and all its descendants (the parallel load's ranges,
+    the writer's forked workers): the sum of their PSS, or of their RSS where a kernel
+    has no ``smaps_rollup`` (before Linux 4.14).
+
+    A sample counts only if the tree was the same before and after its reads: a fork
+    between reading the parent (all its pages its own) and reading the new worker (half
+    of them) would count the shared pages one and a half times, and a worker's exit the
+    other way round."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for _ in range(tries):
+        before = _tree(pid)
+        total, missed = 0, False
+        for p, pages in before.items():
+            pss = _pss(p) if _HAS_PSS else None
+            if pss is None and _HAS_PSS:
+                # Exiting: its mappings are gone (and back with its parent), its RSS in
+                # `before` is stale. Counting that RSS made 1.3 GB of shared pages 4 GB.
+                missed = True
+                continue
+            total += pss if pss is not None else pages * page
+        if not missed and _tree(pid).keys() == before.keys():
+            break
     return total
