@@ -133,6 +133,30 @@ def test_numpy_stretches_give_the_loops_floats(busy, which, min_vector, monkeypa
         assert getattr(vec, field).tobytes() == getattr(loop, field).tobytes(), field
 
 
+@pytest.mark.parametrize("which", ["none", "removed host time", "syncs freed", "all"])
+@pytest.mark.parametrize("piece", [1, 7, 61])
+def test_a_stretch_replayed_in_pieces_gives_the_same_floats(busy, which, piece, monkeypatch):
+    """A long stretch is replayed in pieces of at most MAX_VECTOR_NODES (its temporaries
+    stay small): cut anywhere, even between a launch and its kernel or inside a chain, the
+    floats are the loop's."""
+    change = _changes(busy)[which]
+    loop = replay(busy, change, min_vector=NONE)
+    pieces: list[int] = []
+    vector = stretches._vector_stretch
+
+    def counted(st, b0, b1):
+        pieces.append(b1 - b0)
+        return vector(st, b0, b1)
+
+    monkeypatch.setattr(stretches, "MAX_VECTOR_NODES", piece)
+    monkeypatch.setattr(stretches, "_vector_stretch", counted)
+    vec = replay(busy, change, min_vector=EVERY)
+    assert max(pieces) <= piece
+    assert len(pieces) >= stretches_total(busy) // piece
+    for field in ("lo", "hi", "a_end", "h_time"):
+        assert getattr(vec, field).tobytes() == getattr(loop, field).tobytes(), field
+
+
 def stretches_total(a) -> int:
     g = replay_graph(a)
     return g.h_time.shape[0] + g.a_start.shape[0]

@@ -9,6 +9,7 @@ difference of two such lengths, so two primitives are enough:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -31,6 +32,18 @@ class Intervals:
 
     def __len__(self) -> int:
         return int(self.start.shape[0])
+
+    @cached_property
+    def _lengths_before(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each interval's length, and the total length before each one (and after the
+        last): computed once, as the replay asks the same union for many sets of times.
+        (A cached_property writes the instance's ``__dict__``, which a frozen dataclass
+        allows; the arrays are never changed in place.)"""
+        lengths = self.end - self.start
+        before = np.empty(lengths.size + 1, dtype=np.float64)
+        before[0] = 0.0
+        np.cumsum(lengths, out=before[1:])
+        return lengths, before
 
     def __or__(self, other: Intervals) -> Intervals:
         return union(np.concatenate([self.start, other.start]),
@@ -102,13 +115,11 @@ def length_before(iv: Intervals, t: np.ndarray) -> np.ndarray:
 
 def _cumulative(iv: Intervals, t: np.ndarray) -> np.ndarray:
     """Length of ``iv`` before time ``t`` (vectorised over ``t``)."""
-    lengths = iv.end - iv.start
-    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    lengths, before = iv._lengths_before
     k = np.searchsorted(iv.start, t, side="right")  # intervals starting at or before t
-    full = before[np.maximum(k - 1, 0)]
     idx = np.maximum(k - 1, 0)
-    partial = np.clip(t - iv.start[idx], 0.0, lengths[idx])
-    return np.where(k > 0, full + partial, 0.0)
+    partial = np.clip(t - iv.start[idx], 0.0, lengths[idx]) + before[idx]
+    return np.where(k > 0, partial, 0.0)
 
 
 def clip(iv: Intervals, lo: float, hi: float) -> Intervals:

@@ -180,6 +180,8 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     todo_a = np.flatnonzero(hi > lo).astype(np.int64)
     nodes, steps = _walk(pred, reach, end_node.astype(np.int64), lo.astype(np.float64),
                          todo_a)
+    del pred, reach  # (each array freed once its last use is past: the walk of a
+    # 10⁶-step span held 1.3 GB at once, its edges, pieces and their sorted copies)
 
     # The pieces in path order (node after node, each node's pieces latest first), then
     # per step the remainder down to its start. A virtual node's pieces: the host's, back
@@ -192,6 +194,7 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     pr = _node_pieces(e.row, nodes, real, np.result_type(e.row, step_rows),
                       step_rows[virt], step_rows[virt][:, None])
     pl = _node_pieces(e.lane, nodes, real, np.result_type(e.lane, np.int64), lane, lane)
+    del e, nodes, real, virt
     ps = np.repeat(steps, p)
     pt0 = np.concatenate([pt0, lo[todo_a]])
     pk = np.concatenate([pk, np.full(todo_a.size, HOST, np.int8)])
@@ -203,7 +206,14 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     order = np.argsort(ps, kind="stable")
     ok = ~np.isnan(pt0[order])
     order = order[ok]
-    pt0, pk, pr, pl, ps = pt0[order], pk[order], pr[order], pl[order], ps[order]
+    del ok
+    # One after the other, so that each column's old copy is freed before the next's new.
+    pt0 = pt0[order]
+    pk = pk[order]
+    pr = pr[order]
+    pl = pl[order]
+    ps = ps[order]
+    del order
 
     # Clip to the window, and make each piece start no later than the one before it:
     # per step, a running minimum, with the steps offset so that they never mix.
@@ -219,8 +229,15 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
         first[1:] = ps[1:] != ps[:-1]
         prev[first] = hi_s[first]
     keep = prev > bound
-    s, en = bound[keep], prev[keep]
-    pk, pr, pl, ps = pk[keep], pr[keep], pl[keep], ps[keep]
+    del rel, cum, lo_s, hi_s, pt0
+    s = bound[keep]
+    del bound
+    en = prev[keep]
+    del prev
+    pk = pk[keep]
+    pr = pr[keep]
+    pl = pl[keep]
+    ps = ps[keep]
 
     # Host stretches: the DataLoader's and collectives' parts.
     host = (pk == HOST) & (pl >= 0)

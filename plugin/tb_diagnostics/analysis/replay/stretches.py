@@ -41,6 +41,12 @@ from tb_diagnostics.analysis.replay.order import Nodes
 #: Stretches of fewer nodes than this are replayed node by node: numpy's per-call cost of
 #: a vectorised stretch (a few hundred µs) is more than the loop's (about 1 µs a node).
 MIN_VECTOR_NODES = 512
+#: A longer stretch is replayed in pieces of at most this many nodes, one after the other.
+#: Any position may cut the order (each piece reads the ones before it, as a stretch reads
+#: the stretches before it), so the floats are the same; a piece's temporaries, some
+#: twenty arrays of its size, stay small (one stretch of a 10⁶-step span's 5 M nodes held
+#: about 0.9 GB of them).
+MAX_VECTOR_NODES = 1 << 18
 #: Runs up to this long are summed a column at a time, longer ones as padded rows.
 NARROW = 8
 #: Rounds of flipping wrongly guessed resets before a stretch is replayed node by node.
@@ -342,7 +348,8 @@ def _loop_block(st: _State, b0: int, b1: int) -> None:
 
 def run(nd: Nodes, min_vector: int = MIN_VECTOR_NODES) -> np.ndarray:
     """Every node's replayed value by position (host time, activity end), and the slot
-    past the end; stretches of ``min_vector`` nodes or more with numpy."""
+    past the end; stretches of ``min_vector`` nodes or more with numpy, in pieces of at
+    most :data:`MAX_VECTOR_NODES`."""
     n = nd.p.n
     st = _State(nd, np.zeros(n + 1), np.zeros(n + 1))
     tgt, src = _cut_edges(nd)
@@ -354,8 +361,11 @@ def run(nd: Nodes, min_vector: int = MIN_VECTOR_NODES) -> np.ndarray:
             continue
         if b0 < lo:
             _loop_block(st, b0, lo)
-        if not _vector_stretch(st, lo, hi):
-            _loop_block(st, lo, hi)
+        pieces = -(-(hi - lo) // MAX_VECTOR_NODES)
+        edges = [lo + (hi - lo) * k // pieces for k in range(pieces + 1)]
+        for p0, p1 in pairwise(edges):
+            if not _vector_stretch(st, p0, p1):
+                _loop_block(st, p0, p1)
         b0 = hi
     if b0 < n:
         _loop_block(st, b0, n)
