@@ -61,13 +61,16 @@ def tree_rss(pid: int, tries: int = 5) -> int:
         before = _tree(pid)
         total, missed = 0, False
         for p, pages in before.items():
-            pss = _pss(p) if _HAS_PSS else None
-            if pss is None and _HAS_PSS:
+            if not _HAS_PSS:
+                total += pages * page
+                continue
+            pss = _pss(p)
+            if pss is None:
                 # Exiting: its mappings are gone (and back with its parent), its RSS in
                 # `before` is stale. Counting that RSS made 1.3 GB of shared pages 4 GB.
                 missed = True
                 continue
-            total += pss if pss is not None else pages * page
+            total += pss
         if not missed and _tree(pid).keys() == before.keys():
             break
-    return total
+    return total  # after `tries` unsettled samples, the last: low, never double

@@ -74,27 +74,27 @@ def test_chunks_come_in_order_and_equal_one_process(three_workers):
     assert _none_left(three_workers)
 
 
-@linux_only
-def test_a_chunk_a_worker_fails_on_is_encoded_here(three_workers):
-    parent = os.getpid()
+def _fail_in_worker(k: int) -> None:
+    """A worker's failure on chunk 5 or 22: an error it reports."""
+    if k in (5, 22):
+        raise MemoryError("worker only")
 
-    def encode(k: int) -> bytes:
-        if os.getpid() != parent and k in (5, 22):
-            raise MemoryError("worker only")
-        return _body(k)
 
-    assert list(coc.chunks_on_cores(encode, 40)) == [_body(k) for k in range(40)]
-    assert len(three_workers) == 3
-    assert _none_left(three_workers)
+def _die_in_worker(k: int) -> None:
+    """A worker's death on chunk 9: killed, it reports nothing."""
+    if k == 9:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @linux_only
-def test_a_worker_that_dies_is_replaced_by_this_process(three_workers):
+@pytest.mark.parametrize("failure", [_fail_in_worker, _die_in_worker],
+                         ids=["fails on a chunk", "dies"])
+def test_a_workers_chunk_it_fails_or_dies_on_is_encoded_here(three_workers, failure):
     parent = os.getpid()
 
     def encode(k: int) -> bytes:
-        if os.getpid() != parent and k == 9:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if os.getpid() != parent:
+            failure(k)
         return _body(k)
 
     assert list(coc.chunks_on_cores(encode, 40)) == [_body(k) for k in range(40)]

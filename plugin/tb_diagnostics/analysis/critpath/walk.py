@@ -189,8 +189,9 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     todo_a = np.flatnonzero(hi > lo).astype(np.int64)
     nodes, steps = _walk(pred, reach, end_node.astype(np.int64), lo.astype(np.float64),
                          todo_a)
-    del pred, reach  # (each array freed once its last use is past: the walk of a
-    # 10⁶-step span held 1.3 GB at once, its edges, pieces and their sorted copies)
+    # Each big array is dropped once its last use is past: the walk of a 10⁶-step span
+    # held 1.3 GB at once, its edges, its pieces and their sorted copies.
+    del pred, reach
 
     # The pieces in path order (node after node, each node's pieces latest first), then
     # per step the remainder down to its start. A virtual node's pieces: the host's, back
