@@ -37,6 +37,52 @@ def test_growing_column_equals_the_joined_batches():
     assert np.array_equal(col.take(), np.concatenate(batches))
 
 
+def test_a_column_told_its_rows_is_made_once_at_that_size():
+    # A merge knows the rows all parts bring: the buffer is made once, never doubled (a
+    # doubling copies the column while the parts it comes from are still held).
+    col = GrowingColumn(np.int64, NO_ID, capacity=100_000)
+    col.extend(np.full(10, NO_ID, dtype=np.int64))  # absent: only counted
+    first = None
+    for i in range(100):
+        col.extend(np.arange(i * 999, (i + 1) * 999, dtype=np.int64))
+        first = col.data if first is None else first
+        assert col.data is first and col.data.shape == (100_000,)
+    out = col.take()
+    assert np.array_equal(out[:10], np.full(10, NO_ID))
+    assert np.array_equal(out[10:], np.arange(99_900))
+    # Told too few rows, it grows as before.
+    small = GrowingColumn(np.int64, NO_ID, capacity=5)
+    small.extend(np.arange(20))
+    small.extend(np.arange(20))
+    assert np.array_equal(small.take(), np.concatenate([np.arange(20)] * 2))
+
+
+def test_merging_a_part_takes_its_columns_out_of_it_and_keeps_the_model():
+    t = TraceBuilder()
+    for n in range(60):
+        t.step(n, n * 100, 100)
+        t.op(f"aten::op{n % 9}", n * 100 + 5, 40)
+        t.launch(n * 100 + 10, 5, "gemm", n * 100 + 20, 50)
+    doc = decode(json.dumps(t.document()).encode(), "t.json")
+    whole = ModelBuilder("t")
+    whole.add(doc.events)
+    a = whole.finish(doc)
+    merged = ModelBuilder("t")
+    cut = len(doc.events) // 3
+    parts = []
+    for lo, hi in ((0, cut), (cut, len(doc.events))):
+        b = ModelBuilder("t")
+        b.add(doc.events[lo:hi])
+        parts.append(b.export())
+    for part in parts:
+        merged.merge(part, rows=len(doc.events))
+        assert part["columns"] == {}  # each column let go of once copied
+    b = merged.finish(doc)
+    for name in ("kind", "start", "dur", "correlation", "launcher", "parent", "lane"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert [a.string(i) for i in a.name.tolist()] == [b.string(i) for i in b.name.tolist()]
+
+
 def test_a_column_without_any_value_is_a_constant_read_only_view():
     col = GrowingColumn(np.float64, np.nan)
     for _ in range(10):

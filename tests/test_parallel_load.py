@@ -141,3 +141,11 @@ def test_the_shared_traces_on_several_cores_are_their_one_core_models(tmp_path, 
         cut += 1
         plain.unlink()
     assert cut >= len(paths) // 2
+
+
+def test_the_merge_expects_every_range_s_rows():
+    from tb_diagnostics.trace.parallel import _expected_rows
+
+    assert _expected_rows([100, 90], 2) == 190  # all parts in hand: exact
+    assert _expected_rows([100], 3) == 100 + 2 * 120  # a fifth more for each to come
+    assert _expected_rows([], 1) == 0

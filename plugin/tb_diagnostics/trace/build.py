@@ -241,17 +241,22 @@ class ModelBuilder:
                 "skipped_device": self.skipped_device, "n_events": self.n_events,
                 "side": self.side.export()}
 
-    def merge(self, part: dict[str, Any]) -> None:
+    def merge(self, part: dict[str, Any], rows: int = 0) -> None:
         """Append a part of the file (:meth:`export` of the builder that read it), as if its
         batches had been added here: strings and threads first seen in it are numbered
-        after the ones known, in its order."""
+        after the ones known, in its order. The part's columns are taken out of it one by
+        one as they are copied (peak memory: the part and the whole are never both held);
+        ``rows``, the rows all merges will bring (an estimate will do), sizes the columns
+        first made here."""
         string_map = self.intern.many(part["strings"])
         lane_map = np.asarray([self.lane_ids.setdefault(k, len(self.lane_ids))
                                for k in part["lanes"]], dtype=np.int32)
-        for key, (dtype, absent, data, n) in part["columns"].items():
+        columns = part["columns"]
+        for key in list(columns):
+            dtype, absent, data, n = columns.pop(key)
             column = self.columns.get(key)
             if column is None:
-                column = self.columns[key] = GrowingColumn(dtype, absent)
+                column = self.columns[key] = GrowingColumn(dtype, absent, rows)
             if data is None:
                 column.extend(np.zeros(n, dtype) if absent is None
                               else constant(absent, n, dtype))

@@ -27,13 +27,16 @@ class GrowingColumn:
     a count (constant columns cost nothing).
     """
 
-    __slots__ = ("absent", "data", "dtype", "n")
+    __slots__ = ("absent", "capacity", "data", "dtype", "n")
 
-    def __init__(self, dtype: Any, absent: Any) -> None:
+    def __init__(self, dtype: Any, absent: Any, capacity: int = 0) -> None:
         self.dtype = dtype
         self.absent = absent
         self.data: np.ndarray | None = None
         self.n = 0
+        # The rows expected in all (a merge knows them): the first buffer holds them, so
+        # that no doubling copies the column while the parts it comes from are still held.
+        self.capacity = capacity
 
     def extend(self, values: np.ndarray) -> None:
         m = values.shape[0]
@@ -41,7 +44,9 @@ class GrowingColumn:
             if self.absent is not None and all_absent(values, self.absent):
                 self.n += m
                 return
-            self.data = np.empty(max(2 * (self.n + m), 1 << 14), dtype=self.dtype)
+            rows = self.n + m
+            size = self.capacity if self.capacity >= rows else max(2 * rows, 1 << 14)
+            self.data = np.empty(size, dtype=self.dtype)
             if self.n:
                 self.data[: self.n] = self.absent
         elif self.n + m > self.data.shape[0]:

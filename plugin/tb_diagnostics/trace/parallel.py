@@ -249,6 +249,7 @@ def load_parallel(source: LocalTrace | str, shown: str, workers: int) -> TraceMo
             # The last range here: its stream yields the keys around the array.
             last, top = build_range(ranges[-1], shown, source.calls)
             builder = ModelBuilder(shown)
+            known = [_rows(last)]  # the rows of the parts in hand
             problems: Counter[str] = Counter()
             for proc, out in procs:
                 rc = proc.wait()
@@ -260,14 +261,15 @@ def load_parallel(source: LocalTrace | str, shown: str, workers: int) -> TraceMo
                     parts = pickle.load(fh)
                 os.unlink(out)
                 problems.update(parts.pop("problems"))
-                builder.merge(parts)
+                known.append(_rows(parts))
+                builder.merge(parts, _expected_rows(known, len(ranges)))
                 del parts
         finally:
             for proc, _ in procs:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-    builder.merge(last)
+    builder.merge(last, _expected_rows(known, len(ranges)))
     del last
     problems.update(getattr(top, "problems", None) or {})
     # The one-core stream counts cut giant strings once, after everything else.
@@ -275,6 +277,18 @@ def load_parallel(source: LocalTrace | str, shown: str, workers: int) -> TraceMo
         problems[key] = problems.pop(key)
     top.problems = problems
     return builder.finish(top)
+
+
+def _rows(part: dict[str, Any]) -> int:
+    """The rows of an exported part (every column has them all)."""
+    return max((n for *_, n in part["columns"].values()), default=0)
+
+
+def _expected_rows(known: list[int], parts: int) -> int:
+    """The rows the merged columns will hold: those known, and for each part not yet in
+    hand a fifth more than the largest known (ranges are equal in bytes). Too many costs
+    only address space (a buffer's untouched tail is never resident); too few, a copy."""
+    return sum(known) + (parts - len(known)) * (max(known, default=0) * 6 // 5)
 
 
 def _main(argv: list[str]) -> int:
