@@ -145,3 +145,29 @@ def test_no_card_speaks_for_the_profilers_trailing_stub():
     ps = w["path_segments"]
     assert ps["shortened_us"] > 0 and ps["saving_off_path_us"] == pytest.approx(0.0, abs=1.0)
     assert all(c["steps"] == [1] for c in doc["whatif"])
+
+
+def test_path_segments_taken_a_few_at_a_time_give_the_same_cards(tmp_path, monkeypatch):
+    """``segment_cuts`` takes a span's segments in chunks (a million steps' segments at
+    once cost gigabytes of temporaries): each segment's cut is its own, so chunks of one
+    segment give the cards, and every figure on them, of one chunk for all."""
+    import tb_diagnostics.analysis.views.whatif_path as whatif_path
+
+    b = TraceBuilder(tmp_path / "log" / "run")
+    for s in range(6):  # a DataLoader wait, a sync on a GEMM, host work it holds back
+        t0 = s * 3000
+        b.step(s + 1, t0, 2999)
+        b.annotation(LOADER, t0 + 10, 300)
+        b.op("aten::mm", t0 + 320, 20)
+        b.launch("gemm", t0 + 322, t0 + 340, 800 + 50 * s)
+        b.runtime("cudaDeviceSynchronize", t0 + 350, 850 + 50 * s)
+        for i in range(5):
+            b.op("aten::add_", t0 + 1500 + i * 40, 30)
+            b.launch("add_kernel", t0 + 1510 + i * 40, t0 + 1530 + i * 40, 25)
+    b.write()
+    whole = _document(tmp_path / "log")["whatif"]
+    assert {"input", "syncs"} <= {w["id"] for w in whole}
+    assert any(w["path_segments"]["shortened_us"] > 0 for w in whole)
+    assert any(w["path_segments"]["freed_us"] > 0 for w in whole)
+    monkeypatch.setattr(whatif_path, "SEGMENT_CHUNK", 1)
+    assert _document(tmp_path / "log")["whatif"] == whole

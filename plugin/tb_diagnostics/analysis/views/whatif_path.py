@@ -89,9 +89,8 @@ class PathCut:
                 "saving_off_path_us": off}
 
 
-def _overlap(iv_start: np.ndarray, iv_end: np.ndarray, s: np.ndarray,
-             e: np.ndarray) -> np.ndarray:
-    iv = union(iv_start, iv_end)
+def _overlap(iv: Intervals, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """How much of each [s, e) the (disjoint, sorted) intervals ``iv`` cover."""
     return np.maximum(length_before(iv, e) - length_before(iv, s), 0.0)
 
 
@@ -127,10 +126,33 @@ def _freed_waits(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np
     return np.concatenate(starts), np.concatenate(ends)
 
 
+#: Path segments taken at once: every segment's cut is its own (the change's intervals are
+#: unioned once for all), so a span's million steps cost a chunk's temporaries, not tens of
+#: arrays of all their segments (10⁶ steps: ~8 M segments, 64 MB an array).
+SEGMENT_CHUNK = 1 << 20
+
+
 def segment_cuts(analysis: SpanAnalysis, change: Change,
                  idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per path segment ``idx``: the µs the change takes off it, and the µs of it the host
     no longer waits through (a freed sync's); neither more than its length."""
+    removed = {lane: union(iv.start, iv.end) for lane, iv in change.removed_host.items()
+               if len(iv)}
+    w_s, w_e = _freed_waits(analysis, change)
+    waits = union(w_s, w_e) if w_s.size else None
+    cut = np.zeros(idx.shape[0])
+    freed = np.zeros(idx.shape[0])
+    for lo in range(0, idx.shape[0], SEGMENT_CHUNK):
+        hi = min(lo + SEGMENT_CHUNK, idx.shape[0])
+        cut[lo:hi], freed[lo:hi] = _chunk_cuts(analysis, change, idx[lo:hi], removed, waits)
+    return cut, freed
+
+
+def _chunk_cuts(analysis: SpanAnalysis, change: Change, idx: np.ndarray,
+                removed: dict[int, Intervals], waits: Intervals | None,
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`segment_cuts` of some segments, given the change's host time removed per lane
+    and the device waits it frees (both unioned)."""
     cp = critical_paths(analysis)
     m = analysis.model
     rows, kind = cp.row[idx], cp.kind[idx]
@@ -145,15 +167,16 @@ def segment_cuts(analysis: SpanAnalysis, change: Change,
     # launch call, but it is the device's wait, not the host's time).
     host_time = is_host & ((kind == HOST) | (kind == INPUT) | (kind == COMM))
     lanes = np.where(host_time, gather(m.lane, rows, -1), -1)
-    for lane, iv in change.removed_host.items():
+    for lane, iv in removed.items():
         on = np.flatnonzero(lanes == lane)
-        if on.size and len(iv):
-            cut[on] += _overlap(iv.start, iv.end, s[on], e[on])
+        if on.size:
+            cut[on] += _overlap(iv, s[on], e[on])
+    del lanes
     # The device side of the path while the host waited in a call it no longer waits in.
-    w_s, w_e = _freed_waits(analysis, change)
     dev = np.flatnonzero(~host_time)
-    if dev.size and w_s.size:
-        freed[dev] = _overlap(w_s, w_e, s[dev], e[dev])
+    if dev.size and waits is not None:
+        freed[dev] = _overlap(waits, s[dev], e[dev])
+    del dev
     acts = m.device_activity_rows
     if acts.size and (change.device_scale is not None or change.stream_gap is not None):
         at = np.searchsorted(acts, rows)
@@ -166,10 +189,10 @@ def segment_cuts(analysis: SpanAnalysis, change: Change,
             scale = np.where(fixed[a], 1.0, change.device_scale[a])
             cut[faster] += (e[faster] - s[faster]) * np.clip(1.0 - scale, 0.0, 1.0)
         if change.stream_gap is not None:
-            waits = np.flatnonzero(is_act & (kind == LATENCY))
-            gap = change.stream_gap[at[waits]]
+            latency = np.flatnonzero(is_act & (kind == LATENCY))
+            gap = change.stream_gap[at[latency]]
             has = ~np.isnan(gap)
-            w = waits[has]
+            w = latency[has]
             cut[w] += np.maximum((e[w] - s[w]) - gap[has], 0.0)
     cut = np.minimum(cut, e - s)
     return cut, np.minimum(freed, e - s - cut)
