@@ -23,6 +23,14 @@ def _model(trace: TraceBuilder):
     return load_trace_bytes(json.dumps(trace.document()).encode(), "t.json")
 
 
+def _decoded_and_built(trace: TraceBuilder):
+    """The trace's decoded document, and its model built from all its events at once."""
+    doc = decode(json.dumps(trace.document()).encode(), "t.json")
+    whole = ModelBuilder("t")
+    whole.add(doc.events)
+    return doc, whole.finish(doc)
+
+
 def test_growing_column_equals_the_joined_batches():
     rng = np.random.default_rng(0)
     col = GrowingColumn(np.int64, NO_ID)
@@ -63,10 +71,7 @@ def test_merging_a_part_takes_its_columns_out_of_it_and_keeps_the_model():
         t.step(n, n * 100, 100)
         t.op(f"aten::op{n % 9}", n * 100 + 5, 40)
         t.launch(n * 100 + 10, 5, "gemm", n * 100 + 20, 50)
-    doc = decode(json.dumps(t.document()).encode(), "t.json")
-    whole = ModelBuilder("t")
-    whole.add(doc.events)
-    a = whole.finish(doc)
+    doc, a = _decoded_and_built(t)
     merged = ModelBuilder("t")
     cut = len(doc.events) // 3
     parts = []
@@ -137,10 +142,7 @@ def test_streamed_batches_build_the_same_model_as_one_batch():
         t.op("aten::mm", n * 100 + 5, 40, **({"Input Dims": [[2, 3]]} if n % 7 else {}))
         if n > 150:
             t.launch(n * 100 + 10, 5, "gemm", n * 100 + 20, 50)
-    doc = decode(json.dumps(t.document()).encode(), "t.json")
-    whole = ModelBuilder("t")
-    whole.add(doc.events)
-    a = whole.finish(doc)
+    doc, a = _decoded_and_built(t)
     piecewise = ModelBuilder("t")
     for i in range(0, len(doc.events), 37):
         piecewise.add(doc.events[i:i + 37])
