@@ -57,6 +57,7 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
         if hit is not None:
             return hit
     listed = True  # the file is the version the scan listed: its results may be kept
+    owned = analysis is None  # opened here for this report alone: released on the way
     try:
         if analysis is None:
             from tb_diagnostics.trace.load import ListingOutdated
@@ -67,7 +68,7 @@ def span_summary(f: SpanFile, thresholds: Thresholds | None = None,
                 # Rewritten since the scan: reported as it is now, and kept under no key
                 # (the listing's size and mtime name another version).
                 analysis, listed = SpanAnalysis(exc.model, thresholds), False
-        doc = span_document(f, analysis)
+        doc = span_document(f, analysis, owned=owned)
     except TraceLoadError as exc:
         return span_document(f, None, str(exc))  # not cached: the file may be mid-write
     except (MemoryError, RecursionError, ValueError, TypeError, KeyError, IndexError,

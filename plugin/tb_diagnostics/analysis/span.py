@@ -9,7 +9,7 @@ for, and nothing is computed twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cached_property, wraps
 from typing import TypeVar
 
@@ -48,6 +48,8 @@ def computed(fn: Callable[[SpanAnalysis], T]) -> Callable[[SpanAnalysis], T]:
     def memoized(analysis: SpanAnalysis) -> T:
         cache = analysis._computed
         if fn not in cache:
+            if fn in analysis._released:  # asked again after a release: counted
+                analysis.recomputed.append(fn.__qualname__)
             cache[fn] = fn(analysis)
         return cache[fn]
 
@@ -119,6 +121,20 @@ class SpanAnalysis:
         self.thresholds = thresholds or Thresholds()
         self._call_trees: dict[int, CallNode] = {}
         self._computed: dict[Callable, object] = {}
+        self._released: set[Callable] = set()
+        #: The computed artifacts asked for again after :meth:`release` dropped them,
+        #: in order: each was computed a second time.
+        self.recomputed: list[str] = []
+
+    def release(self, artifacts: Iterable[Callable]) -> None:
+        """Drop these computed artifacts (the functions :func:`computed` made): the
+        memory they hold is freed once no one else holds it. Only for an analysis no
+        one reads after its report (``engine.span_summary`` opening its own): one asked
+        for again is computed again, the same, and named in :attr:`recomputed`."""
+        for a in artifacts:
+            fn = getattr(a, "__wrapped__", a)
+            self._released.add(fn)
+            self._computed.pop(fn, None)
 
     # ---- what the device is -------------------------------------------------
     @property

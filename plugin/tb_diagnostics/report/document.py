@@ -21,6 +21,7 @@ from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.host_work import host_work_columns
 from tb_diagnostics.report.launch_queue import add_launch_queue
+from tb_diagnostics.report.lifetimes import BEFORE_WHATIF
 from tb_diagnostics.report.roofline import roofline_section, step_roofline_columns
 from tb_diagnostics.report.step_columns import Layer
 from tb_diagnostics.report.step_documents import comm_columns, step_documents
@@ -77,7 +78,9 @@ def _cold_columns(analysis: SpanAnalysis, n: int) -> Layer:
 
 
 def span_document(f: SpanFile, analysis: SpanAnalysis | None,
-                  error: str | None = None) -> dict[str, Any]:
+                  error: str | None = None, *, owned: bool = False) -> dict[str, Any]:
+    """The span's document. ``owned``: nothing reads ``analysis`` after this, so the
+    views the later sections do not read are released on the way (``report.lifetimes``)."""
     doc: dict[str, Any] = {
         "span": f.span,
         "file": f.relpath,
@@ -124,7 +127,10 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     doc["verdict_split"] = [x.to_dict(verdict.warm_judged_us) | {"critical_path": c.to_dict()}
                             for x, c in zip(verdict.split, verdict_paths(analysis),
                                             strict=True)]
-    doc["whatif"] = whatif_section(analysis, findings)  # findings: the cards' parts
+    if owned:
+        del verdict
+        analysis.release(BEFORE_WHATIF)
+    doc["whatif"] = whatif_section(analysis, findings, release=owned)  # findings: parts
     # A rule that raised is a bug of that rule: the span says which, never silence.
     doc["notes"].extend(x.note for x in getattr(findings, "failures", ()))
     step_notes = list(analysis.host_steps.notes)  # step events left out or kept apart

@@ -34,6 +34,7 @@ from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.views.whatif import projections, warm_windows
 from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.lazy_rows import LazyRows, pack
+from tb_diagnostics.report.lifetimes import AFTER_PROJECTIONS
 from tb_diagnostics.report.rounding import rounded_array
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
@@ -57,9 +58,11 @@ def _parts(part_rules: Sequence[str], findings: Sequence[Any]) -> list[dict[str,
     return sorted(out, key=lambda x: -x["saves_us"])
 
 
-def whatif_section(analysis: SpanAnalysis,
-                   findings: Sequence[Any] = ()) -> list[dict[str, Any]]:
-    """The span's cards; ``findings`` (``rules.base.Finding``) give their parts."""
+def whatif_section(analysis: SpanAnalysis, findings: Sequence[Any] = (),
+                   release: bool = False) -> list[dict[str, Any]]:
+    """The span's cards; ``findings`` (``rules.base.Finding``) give their parts.
+    ``release``: the replays' views are released once the cards are projected
+    (``report.lifetimes``)."""
     windows = analysis.windows
     steps = windows.columns.step_list()  # the column, not a view per window
     # Every card's per_step rows share one packed step column (a million steps: once).
@@ -68,8 +71,11 @@ def whatif_section(analysis: SpanAnalysis,
     # The warm windows' steps, once for every card (a million steps: one gather).
     warm_steps = (windows.columns.step[np.asarray(warm, dtype=np.int64)].tolist()
                   if windows.columns.has_steps else [None] * len(warm))
+    cards = projections(analysis)
+    if release:
+        analysis.release(AFTER_PROJECTIONS)
     out = []
-    for p in projections(analysis):
+    for p in cards:
         saving = p.saving_over(warm)
         shown = saving.shown
         out.append({
