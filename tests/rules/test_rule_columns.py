@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from tb_diagnostics.analysis.window_columns import WindowColumns
 from tb_diagnostics.rules import kernel_duration_variance as kdv
 from tb_diagnostics.rules._util import busy_share, step_numbers, steps_text
 from tb_diagnostics.rules.dispatch_chain import _row_groups
@@ -19,6 +20,10 @@ class _Cols:
 
     def __len__(self) -> int:
         return int(self.step.shape[0])
+
+    # Read as the real columns read them.
+    steps_at = WindowColumns.steps_at
+    _step_ints = WindowColumns._step_ints
 
 
 def _analysis(steps: list[int], has_steps: bool = True) -> SimpleNamespace:

@@ -124,7 +124,9 @@ def span_verdict(analysis: SpanAnalysis) -> SpanVerdict:
     judged = wall - left
     judged = np.where(judged < 0.0, 0.0, judged)  # max(judged, 0.0), NaN kept
     keep = np.flatnonzero(warm)
-    split = verdict_split(c.step[keep] if c.has_steps else None, c.verdict[keep],
-                          wall[keep], judged[keep])
+    # The steps as an object array of the windows' shared ints (steps_at): each verdict's
+    # tuple holds those, not ints of its own (a span may hold a million steps).
+    steps = np.asarray(c.steps_at(keep), dtype=object) if c.has_steps else None
+    split = verdict_split(steps, c.verdict[keep], wall[keep], judged[keep])
     return SpanVerdict(split[0].verdict, split, float(sum(x.wall_us for x in split)),
                        float(sum(x.judged_us for x in split)))

@@ -13,6 +13,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import overload
 
 import numpy as np
@@ -70,7 +71,20 @@ class WindowColumns:
 
     def step_list(self) -> list[int | None]:
         """Every window's ``step`` (None for a span without steps), as a list."""
-        return self.step.tolist() if self.has_steps else [None] * len(self)
+        return list(self._step_ints) if self.has_steps else [None] * len(self)
+
+    def steps_at(self, index: np.ndarray) -> list[int | None]:
+        """The ``step`` of each window index (valid indices), as a list whose ints are
+        those of every other such list: a span of 10⁶ steps lists all of them in several
+        findings and cards, and an int per step per list was 32 MB a list."""
+        if not self.has_steps:
+            return [None] * int(np.asarray(index).shape[0])
+        return list(map(self._step_ints.__getitem__, np.asarray(index).tolist()))
+
+    @cached_property
+    def _step_ints(self) -> list[int]:
+        # One int object per window, shared by the lists of step_list and steps_at.
+        return self.step.tolist()
 
     def flags_of(self, index: int) -> list[str]:
         """Window ``index``'s flags, in the order the step documents list them."""

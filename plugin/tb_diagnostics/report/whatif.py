@@ -69,8 +69,7 @@ def whatif_section(analysis: SpanAnalysis, findings: Sequence[Any] = (),
     step_column = pack(windows.columns.step if windows.columns.has_steps else steps)
     warm = warm_windows(analysis)
     # The warm windows' steps, once for every card (a million steps: one gather).
-    warm_steps = (windows.columns.step[np.asarray(warm, dtype=np.int64)].tolist()
-                  if windows.columns.has_steps else [None] * len(warm))
+    warm_steps = windows.columns.steps_at(np.asarray(warm, dtype=np.int64))
     cards = projections(analysis)
     if release:
         analysis.release(AFTER_PROJECTIONS)

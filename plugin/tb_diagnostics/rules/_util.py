@@ -55,7 +55,7 @@ def step_numbers(analysis: SpanAnalysis, windows: Iterable[int]) -> list[int | N
     idx = (windows.ravel().astype(np.int64) if isinstance(windows, np.ndarray)
            else np.asarray([int(k) for k in windows], dtype=np.int64))
     idx = unique(idx[(idx >= 0) & (idx < len(c))])  # by a sort: see views.distinct
-    return c.step[idx].tolist() if c.has_steps else [None] * int(idx.shape[0])
+    return c.steps_at(idx)
 
 
 def all_steps(analysis: SpanAnalysis) -> list[int | None]:
@@ -159,7 +159,7 @@ class WarmSteps:
 
     def steps(self, analysis: SpanAnalysis) -> list[int | None]:
         c = analysis.windows.columns  # the column, not a view per window
-        return c.step[self.index].tolist() if c.has_steps else [None] * int(self.index.size)
+        return c.steps_at(self.index)
 
     def in_warm(self, window: np.ndarray) -> np.ndarray:
         """Which of these window indices (-1: outside steps) are warm."""

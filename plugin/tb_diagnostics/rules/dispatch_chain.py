@@ -251,7 +251,7 @@ def _row_groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _steps_of(analysis: SpanAnalysis, index: np.ndarray) -> list[int | None]:
     """The step numbers of windows ``index`` (in that order), from the windows' column."""
     c = analysis.windows.columns
-    return c.step[index].tolist() if c.has_steps else [None] * int(index.shape[0])
+    return c.steps_at(index)
 
 
 def _chain_columns(analysis: SpanAnalysis, f: FlatForest, nodes: np.ndarray,
