@@ -21,10 +21,10 @@ SITECUSTOMIZE = textwrap.dedent('''
 
     _span_document = document.span_document
 
-    def span_document(f, analysis, error=None):
+    def span_document(f, analysis, error=None, **kw):
         if analysis is not None and f.relpath.startswith("run/bad"):
             raise ValueError("a bug only this file meets")
-        return _span_document(f, analysis, error)
+        return _span_document(f, analysis, error, **kw)
 
     document.span_document = span_document
 ''')

@@ -20,7 +20,7 @@ from tb_diagnostics.report.critical_path import critical_path_columns
 from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.host_work import host_work_columns
-from tb_diagnostics.report.launch_queue import add_launch_queue
+from tb_diagnostics.report.launch_queue import add_activity_coverage, launch_queue_columns
 from tb_diagnostics.report.lifetimes import BEFORE_WHATIF
 from tb_diagnostics.report.roofline import roofline_section, step_roofline_columns
 from tb_diagnostics.report.step_columns import Layer
@@ -119,7 +119,9 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     findings = run_rules(analysis)
     # Why a step is flagged artefact (analysis.views.step_flags), for every reader.
     steps = steps.with_layer(*flag_reason_columns(analysis, findings, n))
-    doc["steps"] = steps
+    # The launch queue per step (the last layer): here, so that the launch backlog it
+    # reads is not held through the what-if cards (report.lifetimes).
+    doc["steps"] = steps.with_layer(*launch_queue_columns(analysis, n))
     doc["findings"] = [f.to_dict() for f in findings]
     verdict = span_verdict(analysis)
     doc["verdict"] = verdict.verdict
@@ -151,7 +153,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
             "CPU-only trace: the CPU is the device; busy time is the self time of op calls "
             f"of at least {analysis.thresholds.cpu_heavy_self_us:g} µs"
         )
-    add_launch_queue(doc, analysis)  # the launch queue per step, activity coverage
+    add_activity_coverage(doc, analysis)
     doc["notes"].extend(doc["roofline"]["notes"])
     doc["notes"].extend(model.warnings)
     return doc

@@ -66,6 +66,11 @@ def add_launch_queue(doc: dict[str, Any], analysis: SpanAnalysis) -> None:
     given one more layer); per span: ``activity_complete``, the coverage counts and their
     notes."""
     doc["steps"] = with_columns(doc["steps"], launch_queue_columns(analysis, len(doc["steps"])))
+    add_activity_coverage(doc, analysis)
+
+
+def add_activity_coverage(doc: dict[str, Any], analysis: SpanAnalysis) -> None:
+    """Per span: ``activity_complete``, the coverage counts and their notes."""
     coverage = activity_coverage(analysis)
     doc["activity_complete"] = coverage.complete
     doc["activity_coverage"] = coverage_counts(coverage)

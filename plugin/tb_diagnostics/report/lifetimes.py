@@ -22,6 +22,7 @@ from tb_diagnostics.analysis.replay.capture import capture_regions
 from tb_diagnostics.analysis.replay.compile_regions import compile_regions
 from tb_diagnostics.analysis.replay.engine import replay_positions
 from tb_diagnostics.analysis.replay.graph import replay_graph
+from tb_diagnostics.analysis.views.backlog import launch_backlog
 from tb_diagnostics.analysis.views.comm import step_comm
 from tb_diagnostics.analysis.views.gaps import device_gaps
 from tb_diagnostics.analysis.views.hierarchy import launching_op, op_parent, outermost_op
@@ -37,7 +38,7 @@ from tb_diagnostics.rules._util import warm_steps
 #: Read by the step columns, the rules and the verdict, not by the what-if cards.
 BEFORE_WHATIF: tuple[Callable, ...] = (
     span_verdict, op_table, kernel_instances, launch_delays, step_comm, _host_starts,
-    op_costs, warm_steps, op_parent, memory_series, device_gaps,
+    op_costs, warm_steps, op_parent, memory_series, device_gaps, launch_backlog,
 )
 
 #: Read by the replays that project the cards, not by the cards' path cuts after them.

@@ -129,7 +129,7 @@ def _freed_waits(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np
 #: Path segments taken at once: every segment's cut is its own (the change's intervals are
 #: unioned once for all), so a span's million steps cost a chunk's temporaries, not tens of
 #: arrays of all their segments (10⁶ steps: ~8 M segments, 64 MB an array).
-SEGMENT_CHUNK = 1 << 20
+SEGMENT_CHUNK = 1 << 18
 
 
 def segment_cuts(analysis: SpanAnalysis, change: Change,
