@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from tb_diagnostics.lazy_json import encodable
+from tb_diagnostics.lazy_record import Recorder
 from tb_diagnostics.lazy_rows import (
     ABSENT,
     LazyRows,
-    Recorder,
     _Masked,
     dict_column,
     pack,

@@ -18,7 +18,8 @@ import msgspec
 import numpy as np
 from test_linearity_steps import analysis_of
 
-from tb_diagnostics.lazy_rows import ABSENT, LazyRows, Recorder, with_values
+from tb_diagnostics.lazy_record import Recorder
+from tb_diagnostics.lazy_rows import ABSENT, LazyRows, with_values
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.output import decode_json, encode_json, json_chunks
 from tb_diagnostics.report.document import span_document

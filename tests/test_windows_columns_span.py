@@ -18,7 +18,8 @@ from test_linearity_steps import GROWTH, STEPS, analysis_of
 from tb_diagnostics.analysis import headline, path_clause
 from tb_diagnostics.analysis.headline import verdict_by_time, verdict_split
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.steps import _STEP_PREFIX, find_host_steps, step_numbers
+from tb_diagnostics.analysis.step_names import _STEP_PREFIX, step_numbers
+from tb_diagnostics.analysis.steps import find_host_steps
 from tb_diagnostics.analysis.views import roofline, warmth
 from tb_diagnostics.trace.categories import STEP_NAME
 from tb_diagnostics.trace.load import load_trace_bytes
