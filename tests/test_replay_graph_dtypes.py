@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from rules.conftest import TraceBuilder
 
-from tb_diagnostics.analysis.replay.graph import _narrow, replay_graph
+from tb_diagnostics.analysis.replay.graph import replay_graph
+from tb_diagnostics.trace.columns import narrow_ids
 
 INDEX_COLUMNS = ("h_lane", "h_row", "h_release", "h_anchor", "a_launch", "a_prev", "a_cross",
                  "a_dev", "order_index", "mark_start", "mark_end")
@@ -23,11 +24,12 @@ def test_index_columns_are_int32_and_kinds_int8(tmp_path):
     assert (g.a_launch >= 0).all() and (g.mark_start >= 0).all()
 
 
-def test_narrow_keeps_int64_where_a_value_does_not_fit():
+def test_narrowing_keeps_int64_where_a_value_does_not_fit():
+    # The graph narrows with the loader's trace.columns.narrow_ids.
     small = np.asarray([-1, 0, 2**31 - 1], dtype=np.int64)
-    got = _narrow(small)
+    got = narrow_ids(small)
     assert got.dtype == np.int32 and got.tolist() == small.tolist()
     for big in ([0, 2**31], [-2**31 - 1, 3]):
         wide = np.asarray(big, dtype=np.int64)
-        assert _narrow(wide).dtype == np.int64 and _narrow(wide).tolist() == big
-    assert _narrow(np.zeros(0, dtype=np.int64)).dtype == np.int32
+        assert narrow_ids(wide).dtype == np.int64 and narrow_ids(wide).tolist() == big
+    assert narrow_ids(np.zeros(0, dtype=np.int64)).size == 0

@@ -130,7 +130,7 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
                             for x, c in zip(verdict.split, verdict_paths(analysis),
                                             strict=True)]
     if owned:
-        del verdict
+        del verdict  # the span verdict's memo is released below: no local keeps it
         analysis.release(BEFORE_WHATIF)
     doc["whatif"] = whatif_section(analysis, findings, release=owned)  # findings: parts
     # A rule that raised is a bug of that rule: the span says which, never silence.

@@ -45,6 +45,7 @@ from tb_diagnostics.analysis.replay.unseen import waited_unseen
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD, Kind
+from tb_diagnostics.trace.columns import narrow_ids
 from tb_diagnostics.trace.model import NO_ID
 
 #: Timepoint kinds on a host thread, in their order at equal times.
@@ -371,22 +372,17 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     end = h_is_end[mark]
     np.maximum.at(mark_end, k[end], mark[end])
     np.maximum.at(mark_start, k[~end], mark[~end])
-    # Kept through the replays of every card: its indices as int32 (rows, timepoints and
-    # activities are far fewer than 2³¹), its kinds as int8 (110 of its 290 MB at 10⁶ steps).
-    i32 = _narrow
-    return ReplayGraph(h_time=h_time, h_lane=i32(h_lane), h_kind=h_kind.astype(np.int8),
-                       h_row=i32(h_row), h_release=i32(h_release), h_tail=h_tail,
-                       h_anchor=i32(h_anchor), a_start=a_start, a_dur=a_dur,
-                       a_launch=i32(a_launch), a_prev=i32(a_prev), a_cross=i32(a_cross),
-                       a_lat=a_lat, a_gap=a_gap, a_cross_lat=a_cross_lat, a_dev=i32(a_dev),
+    # Kept through the replays of every card: its indices as int32 where they fit (rows,
+    # timepoints and activities are far fewer than 2³¹), its kinds as int8 (110 of its
+    # 290 MB at 10⁶ steps).
+    n32 = narrow_ids
+    return ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind.astype(np.int8),
+                       h_row=n32(h_row), h_release=n32(h_release), h_tail=h_tail,
+                       h_anchor=n32(h_anchor), a_start=a_start, a_dur=a_dur,
+                       a_launch=n32(a_launch), a_prev=n32(a_prev), a_cross=n32(a_cross),
+                       a_lat=a_lat, a_gap=a_gap, a_cross_lat=a_cross_lat, a_dev=n32(a_dev),
                        a_dev_end=a_dev_end, a_floor=a_floor, a_fixed=a_fixed,
                        launch_latency_us=latency, stream_gap_us=gap,
-                       order_device=is_dev[order], order_index=i32(index[order]),
-                       mark_start=i32(mark_start), mark_end=i32(mark_end))
+                       order_device=is_dev[order], order_index=n32(index[order]),
+                       mark_start=n32(mark_start), mark_end=n32(mark_end))
 
-
-def _narrow(index: np.ndarray) -> np.ndarray:
-    """An index column as int32 (NO_ID kept), checked: a value past int32 stays int64."""
-    if index.size and (int(index.max()) >= 2**31 or int(index.min()) < -2**31):
-        return index
-    return index.astype(np.int32)
