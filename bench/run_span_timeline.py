@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from tb_diagnostics.analysis.span_timeline import span_rows
+from tb_diagnostics.analysis.span_rows import span_rows
 from tb_diagnostics.output import encode_json
 from tb_diagnostics.server import DataProvider
 
@@ -55,7 +55,7 @@ def bench(logdir: str) -> None:
     print(f"{logdir}: loaded in {time.perf_counter() - start:.1f} s "
           f"({len(got.analysis.model):,} events)")
     # The rows' layout, once per span: the server builds it in the background when the
-    # tab asks for the span's first step (span_timeline.warm), before any /timeline.
+    # tab asks for the span's first step (span_rows.warm), before any /timeline.
     start = time.perf_counter()
     span_rows(got.analysis)
     print(f"  {'layout (once)':>18}: {(time.perf_counter() - start) * 1000:7.1f} ms")

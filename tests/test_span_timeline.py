@@ -17,12 +17,8 @@ import pytest
 
 from conftest import SHARED_TRACES, TraceBuilder, analyse
 from tb_diagnostics.analysis import SpanAnalysis
-from tb_diagnostics.analysis.span_timeline import (
-    SpanTimelineError,
-    chain_depth,
-    span_rows,
-    span_timeline,
-)
+from tb_diagnostics.analysis.span_rows import chain_depth, span_rows
+from tb_diagnostics.analysis.span_timeline import SpanTimelineError, span_timeline
 from tb_diagnostics.analysis.timeline import MAX_DEPTH, _depths
 from tb_diagnostics.trace import load_trace
 
@@ -217,7 +213,7 @@ def test_shared_trace_adds_up(name):
 
 
 def test_warm_lays_the_rows_out_once_in_the_background(tmp_path, monkeypatch):
-    import tb_diagnostics.analysis.span_timeline as st
+    import tb_diagnostics.analysis.span_rows as st
 
     a = analyse(busy_trace(), tmp_path)
     calls = []

@@ -257,7 +257,7 @@ def test_self_segments_are_the_walk_s():
 
 
 def test_span_rows_step_columns_are_the_windows(spans):
-    from tb_diagnostics.analysis.span_timeline import span_rows
+    from tb_diagnostics.analysis.span_rows import span_rows
 
     a = spans["base"]
     sr = span_rows(a)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from tb_diagnostics.report.compare import compare_runs
-from tb_diagnostics.server.provider import BadRequest, DataProvider
+from tb_diagnostics.server.provider import DataProvider
+from tb_diagnostics.server.requests import BadRequest
 
 
 def compare(provider: DataProvider, baseline: str | None,

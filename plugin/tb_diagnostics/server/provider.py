@@ -11,44 +11,30 @@ import functools
 from typing import Any
 
 from tb_diagnostics.analysis import Thresholds
-from tb_diagnostics.analysis.span_timeline import warm as span_timeline_warm
+from tb_diagnostics.analysis.span_rows import warm as span_timeline_warm
 from tb_diagnostics.cache import TraceCache
 from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.server.devices import span_device
 from tb_diagnostics.server.exports import LastExported
 from tb_diagnostics.server.loader import Loaded, Progress, SpanLoader, key_of
 from tb_diagnostics.server.present import load_and_summarise, step_detail
+from tb_diagnostics.server.requests import (
+    BadRequest,
+    NotFound,
+    RequestError,
+    Unavailable,
+    opt_float,
+    parse_rows,
+    step_index,
+)
 from tb_diagnostics.server.scan import FileNow, ScanCache, ScanResult, file_now
 from tb_diagnostics.storage import is_local
 
-#: At most this many evidence rows may be pinned into one timeline request.
-MAX_HIGHLIGHT = 64
+#: The request errors are re-exported: callers and tests catch them from here.
+__all__ = ["BadRequest", "DataProvider", "NotFound", "RequestError", "Unavailable"]
+
 #: Per-span cache of step payloads (a user clicks between a few steps).
 MAX_DETAILS = 24
-
-
-class RequestError(Exception):
-    """A request the provider cannot answer; ``code`` is the HTTP status."""
-
-    code = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class BadRequest(RequestError):
-    code = 400
-
-
-class NotFound(RequestError):
-    code = 404
-
-
-class Unavailable(RequestError):
-    """Known but not servable now (still loading, unreadable): 409."""
-
-    code = 409
 
 
 class DataProvider:
@@ -147,7 +133,7 @@ class DataProvider:
              highlight: str | None = None) -> tuple[int, dict[str, Any]]:
         """One step's dispatch tree and timeline (202 while the span loads)."""
         now = self._locate(run, worker, span)
-        rows = _parse_rows(highlight)
+        rows = parse_rows(highlight)
         if now.problem:
             return 200, _error(self.loader.refuse(now.file, now.problem))
         f = now.file
@@ -159,7 +145,7 @@ class DataProvider:
         analysis = got.analysis
         if analysis is None:  # evicted between the two looks: reload
             return 202, {"status": "loading", "progress": Progress(file=f).to_dict()}
-        index = _step_index(analysis.windows, step)
+        index = step_index(analysis.windows, step)
         span_timeline_warm(analysis)  # the whole-span timeline's layout, in the background
         key = (index, rows)
         detail = got.details.get(key)
@@ -198,8 +184,8 @@ class DataProvider:
         here (:mod:`~tb_diagnostics.analysis.span_timeline`); 202 while the span loads."""
         from tb_diagnostics.analysis.span_timeline import SpanTimelineError, span_timeline
 
-        lo, hi = _opt_float("t0", t0), _opt_float("t1", t1)
-        px = int(_opt_float("width", width) or 1200)
+        lo, hi = opt_float("t0", t0), opt_float("t1", t1)
+        px = int(opt_float("width", width) or 1200)
         code, got = self._analysis(run, worker, span)
         if isinstance(got, dict):  # loading, or an error
             return code, got
@@ -220,7 +206,7 @@ class DataProvider:
         if isinstance(got, dict):
             raise Unavailable(got.get("error") or "the span is still loading: open it first")
         f = self._locate(run, worker, span).file
-        index = _step_index(got.windows, step) if step else None
+        index = step_index(got.windows, step) if step else None
         loaded = self.loader.get(f)  # the span's entry, kept: its file decoded rides on it
         try:
             parsed = self._exports.parsed(loaded) if isinstance(loaded, Loaded) else None
@@ -359,46 +345,3 @@ def _not_found(result: ScanResult | None, run: str, worker: str, span: str,
         return f"no worker {worker!r} in run {run!r} (workers: {names})"
     names = ", ".join(s.span for s in w.spans)
     return f"no span {span!r} for worker {worker!r} of run {run!r} (spans: {names})"
-
-
-def _step_index(windows: list, step: str | None) -> int:
-    """``step`` is ProfilerStep#N's N, or ``all`` for a span without steps."""
-    if not step:
-        raise BadRequest("missing parameter 'step'")
-    if step == "all":
-        if len(windows) == 1 and windows[0].step is None:
-            return 0
-        raise NotFound("this span has ProfilerStep# steps: ask for one by number")
-    try:
-        n = int(step)
-    except ValueError:
-        raise BadRequest(f"step must be a step number or 'all', not {step!r}") from None
-    for w in windows:
-        if w.step == n:
-            return w.index
-    known = ", ".join(str(w.step) for w in windows if w.step is not None) or "none"
-    raise NotFound(f"no step {n} in this span (steps: {known})")
-
-
-def _opt_float(name: str, text: str | None) -> float | None:
-    if text is None or text == "":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise BadRequest(f"{name} must be a number, not {text!r}") from None
-
-
-def _parse_rows(text: str | None) -> tuple[int, ...]:
-    if not text:
-        return ()
-    parts = text.split(",")
-    if len(parts) > MAX_HIGHLIGHT:
-        raise BadRequest(f"at most {MAX_HIGHLIGHT} highlight rows")
-    try:
-        rows = tuple(sorted({int(p) for p in parts if p.strip()}))
-    except ValueError:
-        raise BadRequest("highlight must be comma-separated row numbers") from None
-    if any(r < 0 for r in rows):
-        raise BadRequest("highlight rows must be >= 0")
-    return rows
