@@ -9,7 +9,8 @@ reader that indexes or iterates it gets the dicts made once and then kept (so ch
 and identities hold, as in a list).
 
 Values are packed exactly: a column of Python floats as float64 (``tolist`` gives back
-the same floats, the same repr), ints as int64 where they fit, bools, strings as codes
+the same floats, the same repr), ints as int64 where they fit, bools, a column whose
+every value has the same bits as that value and a count, strings as codes
 into a table, dicts of one key set as a dict of columns, lists as offsets into one
 flattened column; anything else stays the Python objects it was.
 
@@ -134,12 +135,25 @@ class _Lists(_Packed):
         return [flat[a - base:b - base] for a, b in itertools.pairwise(off)]
 
 
+def _array(values: np.ndarray, owned: bool) -> _Packed:
+    """A 1-d array of numbers or bools as a column: one value and a count where every
+    element has the same bits (a zero, a count or a flag the same in every step: a span's
+    comm or input idle where there is none), else the array (copied unless ``owned``).
+
+    Bits, not ``==``: -0.0 and 0.0 differ in the JSON, and a NaN equals no NaN."""
+    if values.size and values.ndim == 1 and values.dtype.kind in "biuf":
+        bits = values.view(f"u{values.dtype.itemsize}")
+        if (bits == bits[0]).all():
+            return _Const(values[:1].tolist()[0], values.size)
+    return _Array(values if owned else values.copy())
+
+
 def pack(values: Sequence[Any]) -> _Packed:
     """``values`` (a list, or a numpy array taken as its ``tolist``) as a packed column."""
     if isinstance(values, _Packed):
         return values
     if isinstance(values, np.ndarray):
-        return _Array(values.copy())
+        return _array(values, owned=False)
     values = list(values)
     n = len(values)
     types = set(map(type, values))  # C loop: 10⁶ values at a time
@@ -148,12 +162,12 @@ def pack(values: Sequence[Any]) -> _Packed:
     if len(types) == 1:
         t = next(iter(types))
         if t is float:
-            return _Array(np.asarray(values, dtype=np.float64))
+            return _array(np.asarray(values, dtype=np.float64), owned=True)
         if t is bool:
-            return _Array(np.asarray(values, dtype=bool))
+            return _array(np.asarray(values, dtype=bool), owned=True)
         if t is int:
             if min(values) >= -_INT64 and max(values) < _INT64:
-                return _Array(np.asarray(values, dtype=np.int64))
+                return _array(np.asarray(values, dtype=np.int64), owned=True)
             return _Objects(values)
         if t is str:
             return _Codes(values)
