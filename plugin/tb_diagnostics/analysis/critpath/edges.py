@@ -245,9 +245,15 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
     g = replay_graph(analysis)
     n_h, n_a = g.h_time.shape[0], g.a_start.shape[0]
     n = n_h + n_a
+    # Rows and lanes as int32 where the model's rows and lanes fit (every trace short of
+    # 2^31 events): two (PIECES, nodes) arrays held through the walk, 96 MB of a 10⁶-step
+    # span's peak as int64. The walk reads them into arrays of the wider dtype.
+    m = analysis.model
+    row_t = np.int32 if len(m) < np.iinfo(np.int32).max else np.int64
+    lane_t = np.int32 if int(m.lane.max(initial=0)) < np.iinfo(np.int32).max else np.int64
     out = {"t0": np.full((PIECES, n), np.nan), "kind": np.zeros((PIECES, n), np.int8),
-           "row": np.full((PIECES, n), NO_ID, np.int64),
-           "lane": np.full((PIECES, n), NO_ID, np.int64), "pred": np.full(n, NO_ID, np.int64)}
+           "row": np.full((PIECES, n), NO_ID, row_t),
+           "lane": np.full((PIECES, n), NO_ID, lane_t), "pred": np.full(n, NO_ID, np.int64)}
     # Each node's position in the graph's visit order (host timepoints first, then
     # activities, as the node index is).
     pos = np.empty(n, dtype=np.int64)
