@@ -33,6 +33,7 @@ from tb_diagnostics.analysis.views.op_costs import op_costs
 from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.analysis.views.tables import kernel_instances, op_table
 from tb_diagnostics.analysis.views.warmth import step_walls
+from tb_diagnostics.analysis.views.whatif import card_changes
 from tb_diagnostics.rules._util import warm_steps
 
 #: Read by the step columns, the rules and the verdict, not by the what-if cards.
@@ -41,8 +42,13 @@ BEFORE_WHATIF: tuple[Callable, ...] = (
     op_costs, warm_steps, op_parent, memory_series, device_gaps, launch_backlog,
 )
 
+#: Read by the cards' builders (``views.whatif.card_changes``), not by the replays after
+#: them: held through every replay, they were about 200 MB of a 10⁶-step span's peak.
+AFTER_CHANGES: tuple[Callable, ...] = (
+    capture_regions, compile_regions, roofline, host_work, outermost_op, launching_op,
+)
+
 #: Read by the replays that project the cards, not by the cards' path cuts after them.
 AFTER_PROJECTIONS: tuple[Callable, ...] = (
-    replay_graph, replay_positions, capture_regions, compile_regions, roofline, step_walls,
-    host_work, outermost_op, launching_op,
+    replay_graph, replay_positions, step_walls, card_changes,
 )

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from tb_diagnostics.analysis import SpanAnalysis
-from tb_diagnostics.analysis.views.whatif import projections, warm_windows
+from tb_diagnostics.analysis.views.whatif import card_changes, projections, warm_windows
 from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.lazy_rows import LazyRows, pack
-from tb_diagnostics.report.lifetimes import AFTER_PROJECTIONS
+from tb_diagnostics.report.lifetimes import AFTER_CHANGES, AFTER_PROJECTIONS
 from tb_diagnostics.report.rounding import rounded_array
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
@@ -70,6 +70,9 @@ def whatif_section(analysis: SpanAnalysis, findings: Sequence[Any] = (),
     warm = warm_windows(analysis)
     # The warm windows' steps, once for every card (a million steps: one gather).
     warm_steps = windows.columns.steps_at(np.asarray(warm, dtype=np.int64))
+    if release:
+        card_changes(analysis)
+        analysis.release(AFTER_CHANGES)  # what only the changes' builders read
     cards = projections(analysis)
     if release:
         analysis.release(AFTER_PROJECTIONS)

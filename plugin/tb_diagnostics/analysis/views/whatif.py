@@ -302,14 +302,23 @@ def replayed(analysis: SpanAnalysis, change: Change) -> tuple[np.ndarray, np.nda
 
 
 @computed
+def card_changes(analysis: SpanAnalysis) -> list[tuple[Card, Change]]:
+    """Each card that applies to the span and its change on the warm windows, built before
+    any is replayed: the views the builders read (the capture and compile regions, the
+    roofline) are then no longer needed by the replays (``report.lifetimes``)."""
+    out = []
+    for card in CARDS:
+        change = card.build(analysis)
+        if change is not None:
+            out.append((card, warm_change(analysis, change)))
+    return out
+
+
+@computed
 def projections(analysis: SpanAnalysis) -> list[Projection]:
     """One projection per change that applies to the span, then ``all`` of them."""
     out, changes = [], []
-    for card in CARDS:
-        change = card.build(analysis)
-        if change is None:
-            continue
-        change = warm_change(analysis, change)
+    for card, change in card_changes(analysis):
         changes.append(change)
         out.append(Projection(card.id, card.sentence, card.claims + card.parts, card.assumes,
                               *replayed(analysis, change), part_rules=card.parts,
