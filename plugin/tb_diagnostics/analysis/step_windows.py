@@ -118,15 +118,30 @@ def build_windows(analysis: SpanAnalysis) -> StepWindows:
         else np.full(n, -1, dtype=np.int64),
         host_start=np.asarray(hs.host_start, dtype=np.float64) if has_steps else lo,
         host_end=np.asarray(hs.host_end, dtype=np.float64) if has_steps else hi,
-        start=lo, end=hi, device_busy_us=busy, compute_busy_us=compute,
-        exposed_collective_us=alone, idle=idle, verdict=verdict, main_idle_cause=cause,
-        verdict_by=verdict_by, self_cpu_us=np.asarray(stats["self_cpu"], dtype=np.float64),
+        start=lo, end=hi, device_busy_us=one_value(busy), compute_busy_us=one_value(compute),
+        exposed_collective_us=one_value(alone),
+        idle={k: one_value(v) for k, v in idle.items()}, verdict=verdict,
+        main_idle_cause=cause, verdict_by=verdict_by,
+        self_cpu_us=one_value(np.asarray(stats["self_cpu"], dtype=np.float64)),
         self_device_us=None if analysis.cpu_only
-        else np.asarray(stats["self_device"], dtype=np.float64),
-        ops=stats["ops"].astype(np.int64), kernels=stats["kernels"].astype(np.int64),
+        else one_value(np.asarray(stats["self_device"], dtype=np.float64)),
+        ops=one_value(stats["ops"].astype(np.int64)),
+        kernels=one_value(stats["kernels"].astype(np.int64)),
         inferred=hs.inferred, compiling=np.asarray(compiling, dtype=bool),
         # The stub the profiler's last step() opened: a profiler artefact, not a step.
         stub=trailing_stub(analysis)))
+
+
+def one_value(x: np.ndarray) -> np.ndarray:
+    """``x``, or where every element has the same bits, that one element broadcast to its
+    shape (read-only, 8 bytes in all): a figure no step has (the comm, input or compile
+    idle of a single-GPU run without them) held an array per window, 8 MB each at 10⁶
+    steps. Bits, not ``==``: 0.0 and -0.0 differ where they are written."""
+    if x.ndim == 1 and x.size > 1 and x.dtype.kind in "biuf":
+        bits = x.view(f"u{x.dtype.itemsize}")
+        if (bits == bits[0]).all():
+            return np.broadcast_to(x[:1].copy(), x.shape)  # a copy: x itself is freed
+    return x
 
 
 #: A main idle cause's code (its place in IDLE_CAUSES; the last code, None) -> its name.
