@@ -81,7 +81,7 @@ def _column(col: _Packed, lo: int, hi: int) -> list[Any]:
     if t is _Masked:
         assert isinstance(col, _Masked)
         hi = min(hi, col.n)
-        a, b = int(col.at[lo]), int(col.at[hi])
+        a, b = col.before(lo), col.before(hi)
         if b - a == hi - lo:  # every row has a value
             return _column(col.inner, a, b)
         out = [col.fill] * (hi - lo)
@@ -118,7 +118,7 @@ def _set_rows(col: _Packed, lo: int, hi: int) -> tuple[list[int] | None, list[An
         return [], []
     if type(col) is _Masked and col.fill is ABSENT:  # type: ignore[attr-defined]
         assert isinstance(col, _Masked)
-        a, b = int(col.at[lo]), int(col.at[hi])
+        a, b = col.before(lo), col.before(hi)
         if b - a == hi - lo:
             return None, _column(col.inner, a, b)
         return np.flatnonzero(col.mask[lo:hi]).tolist(), _column(col.inner, a, b)
