@@ -70,15 +70,17 @@ def _regions(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     not a step (``ProfilerStep#N``), or -1."""
     m = analysis.model
     steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
-    out = np.full(rows.shape[0], -1, dtype=np.int64)
-    cur = m.parent[rows].astype(np.int64)
+    # In the parent column's dtype (int32 but on models past 2^31 rows): a path's segments
+    # of one kind may be millions, each a few arrays here.
+    out = np.full(rows.shape[0], -1, dtype=m.parent.dtype)
+    cur = m.parent[rows]
     todo = np.flatnonzero(cur >= 0)
     while todo.size:  # one level a pass over the rows still climbing: op nesting is shallow
         r = cur[todo]
         k = m.kind[r]
         mark = ((k == Kind.CPU_OP) | (k == Kind.USER_ANNOTATION)) & ~np.isin(r, steps)
         out[todo[mark]] = r[mark]
-        up = m.parent[r].astype(np.int64)
+        up = m.parent[r]
         cur[todo] = up
         todo = todo[up >= 0]
     return out
@@ -99,9 +101,11 @@ def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
     idx, weight, who, is_op = idx[ok], weight[ok], who[ok], (ops >= 0)[ok]
     if not idx.size:
         return []
+    del keep, rows, ops, ok  # what the loop below does not read: freed before _inside
     n_k = len(KIND_NAMES)
     key = m.name[who].astype(np.int64) * n_k + cp.kind[idx]
     uniq, inv = np.unique(key, return_inverse=True)
+    del key
     total = np.bincount(inv, weights=weight)
     count = np.bincount(inv)
     order = np.argsort(-total, kind="stable")
