@@ -18,16 +18,18 @@ def _innermost_at(analysis: SpanAnalysis, lane: int, t: np.ndarray) -> np.ndarra
     """The innermost host event on ``lane`` containing each time, or -1."""
     m = analysis.model
     rows = np.flatnonzero(m.is_host & (m.lane == lane))  # sorted by start, as the model is
-    out = np.full(t.shape[0], -1, dtype=np.int64)
+    # Rows in the parent column's dtype (int32 but past 2^31 rows): millions of stretches.
+    out = np.full(t.shape[0], -1, dtype=m.parent.dtype)
     if not rows.size:
         return out
     k = np.searchsorted(m.start[rows], t, side="right") - 1
     ok = k >= 0
     out[ok] = rows[k[ok]]
+    del rows, k
     todo = np.flatnonzero(ok)
     todo = todo[m.end[out[todo]] < t[todo]]
     while todo.size:  # up to the first ancestor still open at t
-        up = m.parent[out[todo]].astype(np.int64)
+        up = m.parent[out[todo]]
         out[todo] = up
         todo = todo[up >= 0]
         todo = todo[m.end[out[todo]] < t[todo]]
@@ -44,18 +46,21 @@ def host_names(analysis: SpanAnalysis, start: np.ndarray, end: np.ndarray,
     mid = start + half
     for ln in unique(lane[lane >= 0]).tolist():  # the sorting path: see distinct
         on = np.flatnonzero(lane == ln)
-        s, e, h = start[on], end[on], half[on]
-        cand = _innermost_at(analysis, ln, mid[on])
+        # Every stretch on one thread (the usual case): the columns themselves, not copies.
+        every = on.size == lane.shape[0]
+        sel = slice(None) if every else on
+        s, e, h = start[sel], end[sel], half[sel]
+        cand = _innermost_at(analysis, ln, mid[sel])
         todo = np.flatnonzero(cand >= 0)
         while todo.size:  # up the chain until the event covers half of the stretch
             r = cand[todo]
             cov = np.minimum(m.end[r], e[todo]) - np.maximum(m.start[r], s[todo])
             todo = todo[cov < h[todo]]
-            up = m.parent[cand[todo]].astype(np.int64)
+            up = m.parent[cand[todo]]
             cand[todo] = up
             todo = todo[up >= 0]
         found = cand >= 0
-        out[on[found]] = cand[found]
+        out[found if every else on[found]] = cand[found]
     return out
 
 
