@@ -105,7 +105,7 @@ def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
     n_k = len(KIND_NAMES)
     key = m.name[who].astype(np.int64) * n_k + cp.kind[idx]
     uniq, inv = np.unique(key, return_inverse=True)
-    del key
+    del key, idx
     total = np.bincount(inv, weights=weight)
     count = np.bincount(inv)
     order = np.argsort(-total, kind="stable")
@@ -117,10 +117,13 @@ def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
         mine = np.flatnonzero(inv == t)
         rep = int(who[mine[0]])
         what = "op" if is_op[mine[0]] else "step" if np.isin(rep, steps) else "event"
+        # One name on every segment (a step of one op): the arrays themselves, no copies.
+        whole = mine.size == who.size
         out.append(Charged(name=m.strings[int(uniq[t]) // n_k], what=what,
                            kind=KIND_NAMES[int(uniq[t]) % n_k], us=float(total[t]),
                            segments=int(count[t]),
-                           inside=_inside(analysis, who[mine], weight[mine])))
+                           inside=_inside(analysis, who if whole else who[mine],
+                                          weight if whole else weight[mine])))
     return out
 
 
