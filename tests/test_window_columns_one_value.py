@@ -1,5 +1,5 @@
 """A window column whose every value has the same bits is that value broadcast
-(``step_windows.one_value``): 8 bytes, not an array per window, for the figures no step
+(``trace.columns.one_value``): 8 bytes, not an array per window, for the figures no step
 has (the comm, input or compile idle of a run without them). It reads as the array did,
 refuses writes (nothing writes a built column), and tells 0.0 from -0.0 and NaN apart.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.step_windows import one_value
+from tb_diagnostics.trace.columns import one_value
 from tb_diagnostics.trace.load import load_trace_bytes
 
 

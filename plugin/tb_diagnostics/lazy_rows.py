@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics.trace.columns import same_bits
+
 #: The rows built at once while iterating (their dicts live only while the chunk does).
 CHUNK = 4096
 
@@ -108,7 +110,7 @@ class _Masked(_Packed):
         self.mask, self.inner, self.fill, self.n = mask, inner, fill, mask.size
         counts = (np.add.reduceat(mask, np.arange(0, mask.size, COUNT_EVERY), dtype=np.int64)
                   if mask.size else np.zeros(0, dtype=np.int64))
-        self._blocks = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._blocks = np.concatenate([[0], np.cumsum(counts)])
 
     def before(self, k: int) -> int:
         """How many rows before row ``k`` hold a value (``k`` past the end: all)."""
@@ -157,11 +159,9 @@ def _array(values: np.ndarray, owned: bool) -> _Packed:
     element has the same bits (a zero, a count or a flag the same in every step: a span's
     comm or input idle where there is none), else the array (copied unless ``owned``).
 
-    Bits, not ``==``: -0.0 and 0.0 differ in the JSON, and a NaN equals no NaN."""
-    if values.size and values.ndim == 1 and values.dtype.kind in "biuf":
-        bits = values.view(f"u{values.dtype.itemsize}")
-        if (bits == bits[0]).all():
-            return _Const(values[:1].tolist()[0], values.size)
+    Bits, not ``==`` (:func:`~tb_diagnostics.trace.columns.same_bits`)."""
+    if same_bits(values):
+        return _Const(values[:1].tolist()[0], values.size)
     return _Array(values if owned else values.copy())
 
 

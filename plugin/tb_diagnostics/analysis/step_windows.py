@@ -26,6 +26,7 @@ from tb_diagnostics.analysis.verdict import (
 from tb_diagnostics.analysis.window_columns import StepWindows, WindowColumns
 from tb_diagnostics.analysis.window_totals import per_window_totals
 from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.columns import one_value
 
 if TYPE_CHECKING:  # span.py imports this module: the type only, at run time nothing
     from tb_diagnostics.analysis.span import SpanAnalysis
@@ -130,18 +131,6 @@ def build_windows(analysis: SpanAnalysis) -> StepWindows:
         inferred=hs.inferred, compiling=np.asarray(compiling, dtype=bool),
         # The stub the profiler's last step() opened: a profiler artefact, not a step.
         stub=trailing_stub(analysis)))
-
-
-def one_value(x: np.ndarray) -> np.ndarray:
-    """``x``, or where every element has the same bits, that one element broadcast to its
-    shape (read-only, 8 bytes in all): a figure no step has (the comm, input or compile
-    idle of a single-GPU run without them) held an array per window, 8 MB each at 10⁶
-    steps. Bits, not ``==``: 0.0 and -0.0 differ where they are written."""
-    if x.ndim == 1 and x.size > 1 and x.dtype.kind in "biuf":
-        bits = x.view(f"u{x.dtype.itemsize}")
-        if (bits == bits[0]).all():
-            return np.broadcast_to(x[:1].copy(), x.shape)  # a copy: x itself is freed
-    return x
 
 
 #: A main idle cause's code (its place in IDLE_CAUSES; the last code, None) -> its name.

@@ -88,6 +88,24 @@ def constant(value: Any, n: int, dtype: Any) -> np.ndarray:
     return np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
 
 
+def same_bits(x: np.ndarray) -> bool:
+    """Whether a non-empty 1-d array of numbers or bools holds one value, bit for bit.
+    Bits, not ``==``: 0.0 and -0.0 differ where they are written, and a NaN equals no
+    NaN."""
+    if not (x.ndim == 1 and x.size and x.dtype.kind in "biuf"):
+        return False
+    bits = x.view(f"u{x.dtype.itemsize}")
+    return bool((bits == bits[0]).all())
+
+
+def one_value(x: np.ndarray) -> np.ndarray:
+    """``x``, or where every element has the same bits (:func:`same_bits`), that element
+    as a :func:`constant` of its shape (read-only, one element in all): a figure no step
+    has (the comm, input or compile idle of a single-GPU run without them) held an array
+    per window, 8 MB each at 10⁶ steps."""
+    return constant(x[0], x.size, x.dtype) if x.size > 1 and same_bits(x) else x
+
+
 def gather(values: np.ndarray, idx: np.ndarray, fill: Any) -> np.ndarray:
     """``values[idx]`` where ``idx >= 0``, ``fill`` where it is negative (no match, no
     predecessor); safe when ``values`` is empty (a trace with no row of that kind), where

@@ -250,7 +250,7 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
     # span's peak as int64. The walk reads them into arrays of the wider dtype.
     m = analysis.model
     row_t = np.int32 if len(m) < np.iinfo(np.int32).max else np.int64
-    lane_t = np.int32 if int(m.lane.max(initial=0)) < np.iinfo(np.int32).max else np.int64
+    lane_t = np.int32 if len(m.lanes) < np.iinfo(np.int32).max else np.int64
     out = {"t0": np.full((PIECES, n), np.nan), "kind": np.zeros((PIECES, n), np.int8),
            "row": np.full((PIECES, n), NO_ID, row_t),
            "lane": np.full((PIECES, n), NO_ID, lane_t), "pred": np.full(n, NO_ID, np.int64)}
