@@ -14,7 +14,7 @@ from tb_diagnostics.analysis.intervals import union, union_of_rows
 from tb_diagnostics.analysis.steps import per_window_sum, window_index
 from tb_diagnostics.trace import load_trace_bytes
 from tb_diagnostics.trace.build import ModelBuilder
-from tb_diagnostics.trace.columns import GrowingColumn
+from tb_diagnostics.trace.columns import GrowingColumn, constant, narrowest_ints
 from tb_diagnostics.trace.decode import decode
 from tb_diagnostics.trace.model import NO_ID, row_indices
 
@@ -133,6 +133,37 @@ def test_id_columns_are_int32_when_they_fit_and_keep_large_ids():
     m = _model(t)
     assert m.external_id.dtype == np.int64
     assert sorted(m.external_id[m.external_id >= 0].tolist()) == [5, 2**40]
+
+
+@pytest.mark.parametrize(("values", "dtype"), [
+    ([-1, 0, 7], np.int8), ([-128, 127], np.int8), ([-129], np.int16), ([128], np.int16),
+    ([2**15], np.int32), ([-(2**31)], np.int32), ([2**31], np.int64),
+    ([2**62 + 5, -1], np.int64)])
+def test_narrowest_ints_keeps_every_value_in_the_narrowest_dtype(values, dtype):
+    col = np.asarray(values, dtype=np.int64)
+    got = narrowest_ints(col)
+    assert got.dtype == dtype and got.tolist() == values
+    const = narrowest_ints(constant(values[0], 5, np.int64))
+    assert const.strides == (0,) and const.dtype == dtype  # values[0] needs the same
+    assert const.tolist() == [values[0]] * 5
+    empty = np.zeros(0, dtype=np.int64)
+    assert narrowest_ints(empty) is empty
+    f = np.zeros(3)
+    assert narrowest_ints(f) is f  # only int64 columns are narrowed
+
+
+def test_device_stream_and_correlation_are_narrow_and_keys_stay_exact():
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.x("kernel", "k", 20, 10, pid=GPU_PID, tid=7)
+    t.x("kernel", "k2", 40, 10, pid=GPU_PID, tid=2**40)
+    m = _model(t)
+    assert m.device.dtype == np.int8
+    assert m.stream.dtype == np.int64  # one stream id needs it: the column keeps it
+    k = m.rows_named({"k"})
+    # The stream key of the launch views: computed in int64, never wrapped.
+    key = m.device[k].astype(np.int64) * (1 << 32) + m.stream[k]
+    assert key.tolist() == [GPU_PID * (1 << 32) + 7]
 
 
 def test_streamed_batches_build_the_same_model_as_one_batch():

@@ -78,7 +78,8 @@ def _waits_invisible(analysis: SpanAnalysis) -> bool:
     """Several streams or collectives: a late start may be a wait the trace does not show."""
     m = analysis.model
     acts = m.device_activity_rows
-    streams = unique(m.device[acts] * (1 << 32) + m.stream[acts])
+    # int64 first: the columns may be as narrow as int8 (trace.model).
+    streams = unique(m.device[acts].astype(np.int64) * (1 << 32) + m.stream[acts])
     return streams.size > 1 or bool(m.rows_matching(_COLLECTIVE).size)
 
 

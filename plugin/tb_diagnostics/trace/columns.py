@@ -159,6 +159,30 @@ def narrow_ids(column: np.ndarray) -> np.ndarray:
     return column
 
 
+#: The signed integer dtypes :func:`narrowest_ints` picks from, narrowest first.
+_SIGNED = (np.int8, np.int16, np.int32)
+
+
+def narrowest_ints(column: np.ndarray) -> np.ndarray:
+    """An int64 column as the narrowest signed dtype that holds every value (int8, int16,
+    int32, else as it is; a constant stays a constant view): a device index or a stream
+    needs a byte where int64 spent eight, 4 M rows of each on a span of 10⁶ steps.
+    Readers that do arithmetic on such a column cast it first (``device * 2**32``)."""
+    if column.dtype != np.int64 or not column.size:
+        return column
+    if column.strides == (0,):
+        lo = hi = int(column[0])
+    else:
+        lo, hi = int(column.min()), int(column.max())
+    for dtype in _SIGNED:
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            if column.strides == (0,):
+                return constant(column[0], column.shape[0], dtype)
+            return column.astype(dtype)
+    return column
+
+
 def as_int16(column: np.ndarray) -> np.ndarray:
     """The column as int16 (the caller knows every value fits)."""
     if column.strides == (0,) and column.size:

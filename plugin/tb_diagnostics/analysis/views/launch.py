@@ -144,7 +144,8 @@ def _stream_busy_until(analysis: SpanAnalysis) -> np.ndarray:
     acts = m.device_activity_rows
     if not acts.size:
         return out
-    key = m.device[acts] * (1 << 32) + m.stream[acts]
+    # int64 first: the columns may be as narrow as int8 (trace.model).
+    key = m.device[acts].astype(np.int64) * (1 << 32) + m.stream[acts]
     order = np.lexsort((m.start[acts], key))
     rows, key, ends = acts[order], key[order], m.end[acts][order]
     bounds = np.append(np.flatnonzero(np.r_[True, key[1:] != key[:-1]]), rows.size)
