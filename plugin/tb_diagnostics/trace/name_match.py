@@ -111,6 +111,13 @@ def _joined(model: Any) -> tuple[str, np.ndarray, dict[Any, np.ndarray]]:
     return hit
 
 
+def joined_strings(model: Any) -> tuple[str, np.ndarray]:
+    """The model's strings joined with ``"\\n"`` and each one's start offset in that text
+    (made once per model; ``trace.name_index`` searches it too)."""
+    text, starts, _ = _joined(model)
+    return text, starts
+
+
 def ids_matching(model: Any, pattern: re.Pattern[str]) -> np.ndarray:
     """The ids (ascending, int32, read-only) of ``model.strings`` that ``pattern``
     finds (``pattern.search``), computed once per model and pattern."""
