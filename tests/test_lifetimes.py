@@ -5,6 +5,7 @@ after its release is computed again, the same, and named."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,12 @@ def test_a_view_read_after_its_release_is_computed_again_the_same_and_named(tmp_
 
 
 def test_every_released_artifact_is_a_computed_view():
+    from tb_diagnostics.trace.model import TraceModel
+
     for a in (*BEFORE_WHATIF, *AFTER_PROJECTIONS):
+        if isinstance(a, str):  # a cached property of the model
+            assert isinstance(vars(TraceModel).get(a), cached_property), a
+            continue
         assert callable(getattr(a, "__wrapped__", None)), a
 
 
@@ -104,3 +110,18 @@ def test_released_reports_are_the_kept_ones_on_every_shared_trace():
             recomputed[f.relpath] = again
     assert differ == []
     assert recomputed == {}
+
+
+def test_a_released_model_cache_is_dropped_and_named_when_made_again(tmp_path):
+    [f] = _files(_gpu_trace(tmp_path))
+    a = open_analysis(f)
+    m = a.model
+    before = m.self_time().copy()
+    assert "_self_time_all" in vars(m)
+    a.release(["_self_time_all"])
+    assert "_self_time_all" not in vars(m) and a.recomputed == []
+    # Read once without keeping it: not made again.
+    assert (m.self_time_once() == before).all() and a.recomputed == []
+    assert (m.self_time() == before).all()
+    assert a.recomputed == ["model._self_time_all"]
+    assert "_self_time_all" in BEFORE_WHATIF

@@ -49,7 +49,7 @@ def computed(fn: Callable[[SpanAnalysis], T]) -> Callable[[SpanAnalysis], T]:
         cache = analysis._computed
         if fn not in cache:
             if fn in analysis._released:  # asked again after a release: counted
-                analysis.recomputed.append(fn.__qualname__)
+                analysis._recomputed.append(fn.__qualname__)
             cache[fn] = fn(analysis)
         return cache[fn]
 
@@ -122,16 +122,30 @@ class SpanAnalysis:
         self._call_trees: dict[int, CallNode] = {}
         self._computed: dict[Callable, object] = {}
         self._released: set[Callable] = set()
-        #: The computed artifacts asked for again after :meth:`release` dropped them,
-        #: in order: each was computed a second time.
-        self.recomputed: list[str] = []
+        self._recomputed: list[str] = []
+        self._released_model: set[str] = set()
 
-    def release(self, artifacts: Iterable[Callable]) -> None:
-        """Drop these computed artifacts (the functions :func:`computed` made): the
-        memory they hold is freed once no one else holds it. Only for an analysis no
-        one reads after its report (``engine.span_summary`` opening its own): one asked
-        for again is computed again, the same, and named in :attr:`recomputed`."""
+    @property
+    def recomputed(self) -> list[str]:
+        """The computed artifacts asked for again after :meth:`release` dropped them, in
+        order (each was computed a second time), then the model's released caches made
+        again (``model.<name>``)."""
+        model = vars(self.model)
+        return [*self._recomputed,
+                *(f"model.{n}" for n in sorted(self._released_model) if n in model)]
+
+    def release(self, artifacts: Iterable[Callable | str]) -> None:
+        """Drop these computed artifacts (the functions :func:`computed` made; a string
+        names a cached property of the model, such as ``"_self_time_all"``): the memory
+        they hold is freed once no one else holds it. Only for an analysis no one reads
+        after its report (``engine.span_summary`` opening its own), whose model no one
+        else holds: one asked for again is computed again, the same, and named in
+        :attr:`recomputed`."""
         for a in artifacts:
+            if isinstance(a, str):
+                self._released_model.add(a)
+                vars(self.model).pop(a, None)
+                continue
             fn = getattr(a, "__wrapped__", a)
             self._released.add(fn)
             self._computed.pop(fn, None)
@@ -346,8 +360,10 @@ class SpanAnalysis:
         """The activities' positions grouped by window, each window's in row order (a
         stable sort), and where each window's group starts."""
         step = self.activity_step
-        order = np.argsort(step, kind="stable")
-        cut = np.searchsorted(step[order], np.arange(len(self.host_steps) + 1), side="left")
+        # int32 both (positions in the activities): half the memory of argsort's int64.
+        order = np.argsort(step, kind="stable").astype(np.int32)
+        cut = np.searchsorted(step[order], np.arange(len(self.host_steps) + 1),
+                              side="left").astype(np.int32)
         return order, cut
 
     def call_tree(self, index: int) -> CallNode:

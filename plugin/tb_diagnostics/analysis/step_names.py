@@ -29,18 +29,21 @@ def step_numbers(strings: Sequence[str], ids: np.ndarray) -> tuple[np.ndarray, n
     if not (digits.isascii() and digits.isdigit()):
         return _step_numbers_one_by_one(names, ids)
     width = np.fromiter(map(len, names), dtype=np.int64, count=n) - len(_STEP_PREFIX)
-    keep = width <= _MAX_DIGITS
-    code = np.frombuffer(digits.encode("ascii"), dtype=np.uint8).astype(np.int64) - 48
-    # Each digit's place (10^k, k counted from its name's last digit), summed per name.
-    end = np.cumsum(width)
-    place = np.repeat(end, width) - 1 - np.arange(code.shape[0])
-    code[np.repeat(~keep, width)] = 0  # too long for an int64: left out, not summed
-    value = code * _POW10[np.minimum(place, _MAX_DIGITS)]
-    number = np.add.reduceat(value, end - width) if n else np.zeros(0, dtype=np.int64)
+    keep = width <= _MAX_DIGITS  # longer: too long for an int64, left out
+    code = np.frombuffer(digits.encode("ascii"), dtype=np.uint8)
+    first = np.cumsum(width) - width  # where each name's digits begin in ``code``
+    number = np.zeros(n, dtype=np.int64)
+    # The names of one width at a time, digit by digit (Horner): a pass per digit place
+    # over those names only, no per-digit int64 table of the whole span's digits.
+    for w in np.unique(width[keep]).tolist():
+        of_width = np.flatnonzero(width == w)
+        at = first[of_width]
+        value = np.zeros(of_width.shape[0], dtype=np.int64)
+        for j in range(w):
+            value *= 10
+            value += code[at + j] - 48
+        number[of_width] = value
     return ids[keep].astype(np.int32), number[keep]
-
-
-_POW10 = 10 ** np.arange(_MAX_DIGITS + 1, dtype=np.int64)
 
 
 def _step_numbers_one_by_one(names: list[str], ids: np.ndarray,

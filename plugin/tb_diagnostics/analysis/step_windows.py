@@ -16,17 +16,20 @@ import numpy as np
 from tb_diagnostics.analysis.intervals import covered
 from tb_diagnostics.analysis.steps import device_partition
 from tb_diagnostics.analysis.verdict import (
+    CAUSE_CODES,
     CAUSE_VERDICT,
     COMPILE_BOUND_SHARE,
     COMPILING_MIN_US,
     IDLE_CAUSES,
+    VERDICT_BY_CODES,
+    VERDICTS,
     Thresholds,
     idle_split,
 )
 from tb_diagnostics.analysis.window_columns import StepWindows, WindowColumns
 from tb_diagnostics.analysis.window_totals import per_window_totals
 from tb_diagnostics.trace.categories import Kind
-from tb_diagnostics.trace.columns import one_value
+from tb_diagnostics.trace.columns import constant, one_value
 
 if TYPE_CHECKING:  # span.py imports this module: the type only, at run time nothing
     from tb_diagnostics.analysis.span import SpanAnalysis
@@ -50,13 +53,27 @@ def window_bounds(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
         if not rows.size:
             return np.zeros(1), np.zeros(1)
         return np.asarray([m.start[rows].min()]), np.asarray([m.end[rows].max()])
-    last_dev = np.full(len(hs), np.nan)
-    if not analysis.cpu_only:
-        steps = analysis.activity_step
-        ok = steps >= 0
-        ends = m.end[m.device_activity_rows][ok]
-        np.fmax.at(last_dev, steps[ok], ends)
-    return device_partition(hs.host_start, hs.host_end, last_dev)
+    return device_partition(hs.host_start, hs.host_end, last_device_ends(analysis))
+
+
+def last_device_ends(analysis: SpanAnalysis) -> np.ndarray:
+    """Per step, the latest end of its device activities (NaN ends ignored, as ``fmax``
+    does; NaN for a step with none): a reduction per window over the activities grouped
+    by window (``SpanAnalysis._activities_by_window``), not ``np.fmax.at`` per activity."""
+    m = analysis.model
+    n = len(analysis.host_steps)
+    last_dev = np.full(n, np.nan)
+    if analysis.cpu_only or not n:
+        return last_dev
+    order, cut = analysis._activities_by_window
+    # Activities of no step (-1) sort first; from cut[0] on, window after window.
+    ends = m.end[m.device_activity_rows[order[cut[0]:]]]
+    first = cut[:-1].astype(np.int64) - int(cut[0])
+    has = np.flatnonzero(cut[1:] > cut[:-1])
+    if has.size:
+        # Each non-empty window's run ends where the next non-empty one begins.
+        last_dev[has] = np.fmax.reduceat(ends, first[has])
+    return last_dev
 
 
 def build_windows(analysis: SpanAnalysis) -> StepWindows:
@@ -94,35 +111,39 @@ def build_windows(analysis: SpanAnalysis) -> StepWindows:
     # verdict: a step that compiles for 1.7 s is judged on the rest.
     judged = wall - idle["profiler"] - idle["compile"] - idle["module_load"]
     frac = np.divide(compute, judged, out=np.zeros(n), where=judged > 0)
-    code = main_idle_codes(idle, alone)
-    cause = _CAUSE_NAMES[code]
-    verdict = _verdicts_by_code(frac, code, analysis.thresholds)
-    verdict_by = np.full(n, None, dtype=object)
+    # The three labels as codes into their tables (verdict.VERDICTS, CAUSE_CODES,
+    # VERDICT_BY_CODES): a byte per window, not an object pointer.
+    cause = main_idle_codes(idle, alone)
+    verdict = _verdict_codes(frac, cause, analysis.thresholds)
+    verdict_by = np.zeros(n, dtype=np.int8)  # None
     if limited is not None:
         verdict[limited.host] = np.where(
             (limited.issue_us > 0) & (limited.input_us >= 0.5 * limited.issue_us),
-            CAUSE_VERDICT["input"], CAUSE_VERDICT["launch"])[limited.host]
-        verdict_by[limited.host] = "launch-backlog"
+            _VERDICT_CODE[CAUSE_VERDICT["input"]],
+            _VERDICT_CODE[CAUSE_VERDICT["launch"]])[limited.host]
+        verdict_by[limited.host] = VERDICT_BY_CODES.index("launch-backlog")
     # Mostly compiling: the compile bounds the step, not the work around it (before the
     # backlog: verdict.compile_bound wins where both hold).
     by_compile = (wall > 0) & (idle["compile"] >= COMPILE_BOUND_SHARE * wall)
-    verdict[by_compile] = "compile-bound"
-    verdict_by[by_compile] = "compilation"
-    cause[by_compile] = "compile"
+    verdict[by_compile] = _VERDICT_CODE["compile-bound"]
+    verdict_by[by_compile] = VERDICT_BY_CODES.index("compilation")
+    cause[by_compile] = CAUSE_CODES.index("compile")
     from tb_diagnostics.analysis.views.warmth import trailing_stub  # views import span
 
     return StepWindows(WindowColumns(
         has_steps=has_steps,
-        step=hs.numbers.astype(np.int64) if has_steps else np.zeros(n, dtype=np.int64),
+        # The host steps' own arrays where their dtypes are these (no copy held twice).
+        step=np.asarray(hs.numbers, dtype=np.int64) if has_steps
+        else np.zeros(n, dtype=np.int64),
         # An inferred step has no step event (its row only starts the iteration).
-        row=hs.rows.astype(np.int64) if has_steps and not hs.inferred
-        else np.full(n, -1, dtype=np.int64),
+        row=np.asarray(hs.rows, dtype=np.int32) if has_steps and not hs.inferred
+        else constant(-1, n, np.int32),
         host_start=np.asarray(hs.host_start, dtype=np.float64) if has_steps else lo,
         host_end=np.asarray(hs.host_end, dtype=np.float64) if has_steps else hi,
         start=lo, end=hi, device_busy_us=one_value(busy), compute_busy_us=one_value(compute),
         exposed_collective_us=one_value(alone),
-        idle={k: one_value(v) for k, v in idle.items()}, verdict=verdict,
-        main_idle_cause=cause, verdict_by=verdict_by,
+        idle={k: one_value(v) for k, v in idle.items()}, verdict_code=one_value(verdict),
+        cause_code=one_value(cause), by_code=one_value(verdict_by),
         self_cpu_us=one_value(np.asarray(stats["self_cpu"], dtype=np.float64)),
         self_device_us=None if analysis.cpu_only
         else one_value(np.asarray(stats["self_device"], dtype=np.float64)),
@@ -133,11 +154,15 @@ def build_windows(analysis: SpanAnalysis) -> StepWindows:
         stub=trailing_stub(analysis)))
 
 
-#: A main idle cause's code (its place in IDLE_CAUSES; the last code, None) -> its name.
-_CAUSE_NAMES = np.asarray([*IDLE_CAUSES, None], dtype=object)
-#: ... -> the verdict of a step below low_busy with that cause (verdict.verdict_of).
-_CAUSE_VERDICTS = np.asarray([CAUSE_VERDICT[c or "other"] for c in (*IDLE_CAUSES, None)],
-                             dtype=object)
+#: A main idle cause's code (its place in CAUSE_CODES: IDLE_CAUSES, then None) -> its name.
+_CAUSE_NAMES = np.asarray(CAUSE_CODES, dtype=object)
+#: A verdict -> its code (its place in verdict.VERDICTS).
+_VERDICT_CODE = {v: k for k, v in enumerate(VERDICTS)}
+_VERDICT_NAMES = np.asarray(VERDICTS, dtype=object)
+#: A main idle cause's code -> the code of the verdict of a step below low_busy with that
+#: cause (verdict.verdict_of).
+_CAUSE_VERDICTS = np.asarray([_VERDICT_CODE[CAUSE_VERDICT[c or "other"]]
+                              for c in (*IDLE_CAUSES, None)], dtype=np.int8)
 
 
 def main_idle_codes(idle: dict[str, np.ndarray], exposed_collective: np.ndarray,
@@ -181,11 +206,17 @@ def _verdicts_by_code(compute_busy: np.ndarray, code: np.ndarray, th: Thresholds
                       ) -> np.ndarray:
     """:func:`verdicts_of` from the causes' codes (:func:`main_idle_codes`): no string
     compared per window."""
+    return _VERDICT_NAMES[_verdict_codes(compute_busy, code, th)]
+
+
+def _verdict_codes(compute_busy: np.ndarray, code: np.ndarray, th: Thresholds,
+                   ) -> np.ndarray:
+    """:func:`_verdicts_by_code` as int8 codes into :data:`.verdict.VERDICTS`."""
     # Neither below low_busy nor at compute_bound (NaN included): mixed, as verdict_of.
-    out = np.full(code.shape[0], "mixed", dtype=object)
+    out = np.full(code.shape[0], _VERDICT_CODE["mixed"], dtype=np.int8)
     low = compute_busy < th.low_busy
     out[low] = _CAUSE_VERDICTS[code[low]]
-    out[compute_busy >= th.compute_bound] = "compute-bound"
+    out[compute_busy >= th.compute_bound] = _VERDICT_CODE["compute-bound"]
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from tb_diagnostics.analysis.step_names import step_numbers
+from tb_diagnostics.analysis.verdict import CAUSE_CODES, VERDICT_BY_CODES, VERDICTS
 from tb_diagnostics.trace.categories import STEP_NAME, Kind
 from tb_diagnostics.trace.model import ROW_CHUNK, TraceModel, row_indices
 
@@ -112,15 +113,15 @@ class StepWindow:
 
     @property
     def verdict(self) -> str:
-        return self._c.verdict[self.index]
+        return VERDICTS[int(self._c.verdict_code[self.index])]
 
     @property
     def main_idle_cause(self) -> str | None:
-        return self._c.main_idle_cause[self.index]
+        return CAUSE_CODES[int(self._c.cause_code[self.index])]
 
     @property
     def verdict_by(self) -> str | None:
-        return self._c.verdict_by[self.index]
+        return VERDICT_BY_CODES[int(self._c.by_code[self.index])]
 
     @property
     def self_cpu_us(self) -> float:
@@ -177,9 +178,9 @@ class WindowColumnsLike(Protocol):
     compute_busy_us: np.ndarray
     exposed_collective_us: np.ndarray
     idle: dict[str, np.ndarray]
-    verdict: np.ndarray
-    main_idle_cause: np.ndarray
-    verdict_by: np.ndarray
+    verdict_code: np.ndarray  # codes into verdict.VERDICTS, CAUSE_CODES, VERDICT_BY_CODES
+    cause_code: np.ndarray
+    by_code: np.ndarray
     self_cpu_us: np.ndarray
     self_device_us: np.ndarray | None
     ops: np.ndarray
@@ -262,7 +263,11 @@ def find_host_steps(model: TraceModel, infer: bool = True) -> HostSteps:
     """ProfilerStep#N on the host (not their ``gpu_user_annotation`` twins); without any,
     the iterations :func:`~.iterations.infer_iterations` finds (unless ``infer`` is off)."""
     ids, parsed = step_numbers(model.strings, model.name_ids_matching(STEP_NAME))
-    rows = row_indices(np.isin(model.name, ids) & model.is_host)
+    # A table over the names, looked up per row: linear, where isin sorts 10⁶ step ids.
+    is_step_name = np.zeros(len(model.strings), dtype=bool)
+    is_step_name[ids] = True
+    rows = row_indices(is_step_name[model.name] & model.is_host)
+    del is_step_name
     rows = rows[model.kind[rows] != Kind.PYTHON]
     # Each name's number parsed once, looked up per row (not a regex per step event).
     number_of = np.zeros(len(model.strings), dtype=np.int64)

@@ -80,6 +80,12 @@ CAUSE_VERDICT = {
 }
 VERDICTS = ("compute-bound", "overhead-bound", "input-bound", "sync-bound",
             "communication-bound", "mixed", "compile-bound")
+#: A window's main idle cause, by its code in the window columns (``cause_code``): the
+#: idle causes, None (no cause), and "compile" (a compile-bound step's).
+CAUSE_CODES: tuple[str | None, ...] = (*IDLE_CAUSES, None, "compile")
+#: What decided a window's verdict where compute and the main cause did not, by its code
+#: in the window columns (``by_code``).
+VERDICT_BY_CODES: tuple[str | None, ...] = (None, "launch-backlog", "compilation")
 
 
 @dataclass(frozen=True)

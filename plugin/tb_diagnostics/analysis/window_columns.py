@@ -19,19 +19,23 @@ from typing import overload
 import numpy as np
 
 from tb_diagnostics.analysis.steps import StepWindow
+from tb_diagnostics.analysis.verdict import CAUSE_CODES, VERDICT_BY_CODES, VERDICTS
 
 
 @dataclass(frozen=True, eq=False)
 class WindowColumns:
     """Per window ``k`` (row ``k`` of every array): what :class:`~.steps.StepWindow` reads.
 
-    ``verdict``, ``main_idle_cause`` and ``verdict_by`` are object arrays of the few
-    strings (or None) they take: one pointer per step, the strings shared.
+    ``verdict``, ``main_idle_cause`` and ``verdict_by`` take a few strings (or None):
+    held as int8 codes into their tables (:data:`.verdict.VERDICTS`, ``CAUSE_CODES``,
+    ``VERDICT_BY_CODES``), a constant view where every window has the same, and read as
+    object arrays of the strings (made per read) or per window (:class:`.steps.StepWindow`):
+    an object array was a pointer per step, 8 MB each at 10⁶ steps.
     """
 
     has_steps: bool  # False: one window for a span without steps; ``step`` reads None
     step: np.ndarray  # int64, N of ProfilerStep#N (or the inferred iteration's number)
-    row: np.ndarray  # int64, the step event's model row, -1 for inferred steps or none
+    row: np.ndarray  # int32 (model rows), the step event's row, -1 for inferred steps or none
     host_start: np.ndarray  # float64 µs
     host_end: np.ndarray
     start: np.ndarray  # the device-side partition [start, end), float64 µs
@@ -40,9 +44,9 @@ class WindowColumns:
     compute_busy_us: np.ndarray
     exposed_collective_us: np.ndarray
     idle: dict[str, np.ndarray]  # cause -> µs, in verdict.idle_split's order
-    verdict: np.ndarray  # object: str
-    main_idle_cause: np.ndarray  # object: str or None
-    verdict_by: np.ndarray  # object: str or None
+    verdict_code: np.ndarray  # int8: a place in verdict.VERDICTS
+    cause_code: np.ndarray  # int8: a place in verdict.CAUSE_CODES
+    by_code: np.ndarray  # int8: a place in verdict.VERDICT_BY_CODES
     self_cpu_us: np.ndarray
     self_device_us: np.ndarray | None  # None on CPU-only traces
     ops: np.ndarray  # int64
@@ -53,6 +57,21 @@ class WindowColumns:
 
     def __len__(self) -> int:
         return int(self.start.shape[0])
+
+    @property
+    def verdict(self) -> np.ndarray:
+        """Every window's verdict, an object array of str (made per read)."""
+        return _VERDICT_OBJECTS[self.verdict_code]
+
+    @property
+    def main_idle_cause(self) -> np.ndarray:
+        """Every window's main idle cause, an object array of str or None (per read)."""
+        return _CAUSE_OBJECTS[self.cause_code]
+
+    @property
+    def verdict_by(self) -> np.ndarray:
+        """Every window's ``verdict_by``, an object array of str or None (per read)."""
+        return _BY_OBJECTS[self.by_code]
 
     @property
     def wall_us(self) -> np.ndarray:
@@ -106,6 +125,17 @@ class WindowColumns:
         if 0 <= self.stub < n:
             out[self.stub].append("artefact")
         return out
+
+
+def _objects(table: tuple[str | None, ...]) -> np.ndarray:
+    out = np.empty(len(table), dtype=object)
+    out[:] = table
+    return out
+
+
+_VERDICT_OBJECTS = _objects(VERDICTS)
+_CAUSE_OBJECTS = _objects(CAUSE_CODES)
+_BY_OBJECTS = _objects(VERDICT_BY_CODES)
 
 
 def _share(part: np.ndarray, wall: np.ndarray) -> np.ndarray:

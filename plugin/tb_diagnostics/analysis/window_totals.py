@@ -37,7 +37,9 @@ def per_window_totals(analysis: SpanAnalysis, lo: np.ndarray,
     mask[ops] = True
     cpu_rows = row_indices(mask)
     del mask
-    self_cpu = per_window_sum(host_lo, host_hi, m.start, cpu_rows, m.self_time())
+    # The self times once (the rules, later, keep theirs): not held through the sections
+    # between.
+    self_cpu = per_window_sum(host_lo, host_hi, m.start, cpu_rows, m.self_time_once())
     del cpu_rows
     op_count = per_window_sum(host_lo, host_hi, m.start, ops)
 

@@ -36,10 +36,12 @@ from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.analysis.views.whatif import card_changes
 from tb_diagnostics.rules._util import warm_steps
 
-#: Read by the step columns, the rules and the verdict, not by the what-if cards.
-BEFORE_WHATIF: tuple[Callable, ...] = (
+#: Read by the step columns, the rules and the verdict, not by the what-if cards (a
+#: string: a cached property of the model, the self times the rules read).
+BEFORE_WHATIF: tuple[Callable | str, ...] = (
     span_verdict, op_table, kernel_instances, launch_delays, step_comm, _host_starts,
     op_costs, warm_steps, op_parent, memory_series, device_gaps, launch_backlog,
+    "_self_time_all",
 )
 
 #: Read by the cards' builders (``views.whatif.card_changes``), not by the replays after
