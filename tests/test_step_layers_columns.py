@@ -148,3 +148,20 @@ def test_backlog_columns_are_each_steps_fields(tmp_path):
     bl = launch_backlog(a)
     got = with_columns([{} for _ in range(len(bl))], backlog_columns(bl))
     assert got == [bl.step_fields(k) for k in range(len(bl))]
+
+
+def test_codes_column_keeps_narrow_codes_and_packs_one_code_as_a_constant():
+    from tb_diagnostics.lazy_json import _column
+    from tb_diagnostics.trace.columns import constant
+
+    table = ["p", None, "r"]
+    narrow = codes_column(np.asarray([2, 0, 1, 0], dtype=np.int8), table)
+    assert narrow.codes.dtype == np.int8 and narrow.take(0, 4) == ["r", "p", None, "p"]
+    assert _column(narrow, 1, 4) == ["p", None, "p"]
+    wide = codes_column(np.asarray([1, 0], dtype=np.int64), table)
+    assert wide.codes.dtype == np.int32 and wide.take(0, 2) == [None, "p"]
+    for one in (np.full(5, 2, dtype=np.int8), constant(2, 5, np.int8)):
+        col = codes_column(one, table)
+        assert col.take(0, 5) == ["r"] * 5 and col.take(3, 9) == ["r"] * 2
+        assert _column(col, 0, 5) == ["r"] * 5
+    assert codes_column(np.zeros(0, dtype=np.int8), table).take(0, 3) == []

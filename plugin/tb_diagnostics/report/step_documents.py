@@ -14,9 +14,16 @@ from typing import Any
 import numpy as np
 
 from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.verdict import CAUSE_CODES, VERDICT_BY_CODES, VERDICTS
 from tb_diagnostics.analysis.views.comm import StepComm
 from tb_diagnostics.analysis.window_columns import WindowColumns
-from tb_diagnostics.lazy_rows import LazyRows, dict_column, list_column
+from tb_diagnostics.lazy_rows import (
+    LazyRows,
+    codes_column,
+    derived_column,
+    dict_column,
+    list_column,
+)
 from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.rounding import rounded_array
 from tb_diagnostics.report.step_columns import (
@@ -31,6 +38,25 @@ from tb_diagnostics.report.step_columns import (
 def _ratio(part: np.ndarray, wall: np.ndarray) -> np.ndarray:
     """``part / wall`` where the wall is positive, else 0 (``StepWindow.device_busy``)."""
     return np.divide(part, wall, out=np.zeros(wall.shape[0]), where=wall > 0)
+
+
+# The step documents' figures from the window columns, each elementwise (a chunk of rows
+# gives those rows' values): lazy_rows.derived_column computes them as they are read.
+def _itself(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def _wall_us(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    return rounded_array(end - start, 3)
+
+
+def _share_of_wall(part: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    return rounded_array(_ratio(part, end - start), 6)
+
+
+def _us(x: np.ndarray) -> Any:
+    """A µs column, rounded to the ns as it is read."""
+    return derived_column(rounded_array, [x], 3)
 
 
 #: The flags a window's own columns give, in the order :func:`_flags` lists them.
@@ -57,23 +83,27 @@ def step_documents(analysis: SpanAnalysis) -> LazyRows:
     when read (a span may hold a million steps)."""
     c: WindowColumns = analysis.windows.columns
     n = len(c)
-    wall = c.end - c.start
-    step = c.step if c.has_steps else [None] * n
+    # The figures are derived from the window columns as they are read (a chunk of rows
+    # at a time, lazy_rows.derived_column), not held again rounded: the analysis holds
+    # the columns anyway, and 10⁶ steps' rounded copies were ~50 MB.
+    step = derived_column(_itself, [c.step]) if c.has_steps else [None] * n
     idle_keys = [f"{k}_us" for k in c.idle]
-    idle_cols = [rounded_array(v, 3) for v in c.idle.values()]
+    idle_cols = [_us(v) for v in c.idle.values()]
     idle = dict_column(idle_keys, idle_cols, n)
-    compiling = c.verdict_by == "compilation"
-    reason = where(compiling, [compile_reason(float(c.idle["compile"][k]), float(wall[k]))
+    compiling = c.by_code == VERDICT_BY_CODES.index("compilation")
+    reason = where(compiling, [compile_reason(float(c.idle["compile"][k]),
+                                              float(c.end[k] - c.start[k]))
                                for k in np.flatnonzero(compiling).tolist()])
-    self_dev = [None] * n if c.self_device_us is None else rounded_array(c.self_device_us, 3)
-    cols = (step, rounded_array(c.start, 3), rounded_array(c.host_start, 3),
-            rounded_array(c.host_end, 3), rounded_array(wall, 3),
-            rounded_array(c.device_busy_us, 3),
-            rounded_array(_ratio(c.device_busy_us, wall), 6), rounded_array(c.compute_busy_us, 3),
-            rounded_array(_ratio(c.compute_busy_us, wall), 6),
-            rounded_array(c.exposed_collective_us, 3), idle, c.verdict.tolist(), reason,
-            c.main_idle_cause.tolist(), rounded_array(c.self_cpu_us, 3), self_dev,
-            c.ops, c.kernels, _flags(c))
+    self_dev = [None] * n if c.self_device_us is None else _us(c.self_device_us)
+    cols = (step, _us(c.start), _us(c.host_start), _us(c.host_end),
+            derived_column(_wall_us, [c.start, c.end]), _us(c.device_busy_us),
+            derived_column(_share_of_wall, [c.device_busy_us, c.start, c.end]),
+            _us(c.compute_busy_us),
+            derived_column(_share_of_wall, [c.compute_busy_us, c.start, c.end]),
+            _us(c.exposed_collective_us), idle,
+            codes_column(c.verdict_code, VERDICTS), reason,
+            codes_column(c.cause_code, CAUSE_CODES), _us(c.self_cpu_us), self_dev,
+            derived_column(_itself, [c.ops]), derived_column(_itself, [c.kernels]), _flags(c))
     keys = ("step", "start_us", "host_start_us", "host_end_us", "wall_us", "device_busy_us",
             "device_busy", "compute_busy_us", "compute_busy", "exposed_collective_us", "idle",
             "verdict", "verdict_reason", "main_idle_cause", "self_cpu_us", "self_device_us",
