@@ -26,6 +26,7 @@ import numpy as np
 
 from tb_diagnostics.output import decode_json, encode_json
 from tb_diagnostics.trace.model import Lane, MemoryEvents, TraceMeta, TraceModel
+from tb_diagnostics.trace.string_table import StringTable, string_list
 
 MODEL_MAGIC = b"tb-diagnostics-model"
 _ALIGN = 64
@@ -64,7 +65,7 @@ def model_parts(model: TraceModel, fmt: int) -> list[Any] | None:
     header = encode_json({
         "format": fmt,
         "rows": len(model),
-        "strings": model.strings,
+        "strings": string_list(model.strings),
         "lanes": [{"pid": ln.pid, "tid": ln.tid, "is_device": ln.is_device,
                    "label": ln.label} for ln in model.lanes],
         "meta": {k.name: getattr(model.meta, k.name) for k in fields(TraceMeta)},
@@ -135,7 +136,7 @@ def model_from_buffer(raw: bytearray, fmt: int, path: str) -> TraceModel | None:
         return None
     return TraceModel(
         path=path,
-        strings=strings,
+        strings=StringTable(strings),  # as the loader holds them: one text
         lanes=[Lane(**ln) for ln in meta["lanes"]],
         memory=MemoryEvents(**{k: arrays[f"memory.{k}"] for k in _MEMORY_FIELDS}),
         meta=TraceMeta(**meta["meta"]),

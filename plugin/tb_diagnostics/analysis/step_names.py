@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tb_diagnostics.trace.string_table import StringTable
+
 #: What every STEP_NAME match begins with (a test holds the two together).
 _STEP_PREFIX = "ProfilerStep#"
 #: Step numbers past what a float64 holds exactly are no step counter's: not steps.
@@ -23,8 +25,11 @@ def step_numbers(strings: Sequence[str], ids: np.ndarray) -> tuple[np.ndarray, n
     digits are all ASCII they are read as bytes, one column pass for every name (10⁶ step
     names on 10⁶ steps); otherwise (a newline, other scripts' digits) by ``int`` each."""
     n = int(ids.shape[0])
-    names = [strings[i] for i in ids.tolist()] if n < 2 else \
-        list(operator.itemgetter(*ids.tolist())(strings))
+    if isinstance(strings, StringTable):  # the names cut from its text in one pass
+        names = strings.take(ids)
+    else:
+        names = [strings[i] for i in ids.tolist()] if n < 2 else \
+            list(operator.itemgetter(*ids.tolist())(strings))
     digits = "".join(names).replace(_STEP_PREFIX, "")
     if not (digits.isascii() and digits.isdigit()):
         return _step_numbers_one_by_one(names, ids)

@@ -48,6 +48,7 @@ from tb_diagnostics.trace.launches import join_launches, launch_resources, launc
 from tb_diagnostics.trace.model import NO_ID, Lane, TraceMeta, TraceModel
 from tb_diagnostics.trace.nesting import nest
 from tb_diagnostics.trace.side_events import SideEvents
+from tb_diagnostics.trace.string_table import StringTable
 
 _DEVICE_KIND_VALUES = np.asarray(sorted(int(k) for k in DEVICE_KINDS), dtype=np.uint8)
 #: kind → is a device kind, as a lookup table (faster than np.isin per batch).
@@ -357,7 +358,7 @@ class ModelBuilder:
                 warnings.append(f"{count} event(s) normalised: {what}")
         model = TraceModel(
             path=self.path,
-            strings=self.intern.strings,
+            strings=StringTable(self.intern.strings),  # one text, not 10⁶ objects
             kind=kind,
             lane=lane_col,
             start=start,

@@ -14,7 +14,7 @@ offsets from ``baseTimeNanoseconds`` after).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -104,7 +104,9 @@ class TraceModel:
     """
 
     path: str
-    strings: list[str]
+    #: The interned strings (a list, or a :class:`~.string_table.StringTable`, one text:
+    #: the loaders' form); ``strings[i]`` is string i.
+    strings: Sequence[str]
     kind: np.ndarray  # uint8, a trace.categories.Kind
     name: np.ndarray  # index into `strings` (int16 when every index fits, else int32)
     lane: np.ndarray  # index into `lanes` (int16 when every index fits, else int32)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tb_diagnostics import sorted_sets
+from tb_diagnostics.trace.string_table import StringTable
 
 try:  # CPython's regex parser (``re._parser`` from 3.11)
     from re import _constants as _sre
@@ -101,6 +102,9 @@ def _needles_of(source: str, flags: int) -> tuple[str, ...] | None:
 
 def _joined(model: Any) -> tuple[str, np.ndarray, dict[Any, np.ndarray]]:
     hit = _JOINED.get(model)
+    if hit is None and isinstance(model.strings, StringTable):  # the text is the table's
+        hit = (model.strings.text, model.strings.starts[:-1], {})
+        _JOINED[model] = hit
     if hit is None:
         strings = model.strings
         sizes = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)) + 1
