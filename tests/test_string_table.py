@@ -49,7 +49,7 @@ def test_it_reads_as_the_list(strings):
     assert "never there" not in t and 3 not in t
     assert t.text == "\n".join(strings)
     assert t.starts.tolist() == [sum(len(s) + 1 for s in strings[:i]) for i in range(n + 1)]
-    assert t != strings + ["more"]
+    assert t != [*strings, "more"]
 
 
 def test_a_loaded_model_holds_one_and_searches_it_as_a_list():
@@ -62,11 +62,31 @@ def test_a_loaded_model_holds_one_and_searches_it_as_a_list():
     assert isinstance(m.strings, StringTable)
 
     class _Listed:  # the same strings as a list
-        strings = list(m.strings)
+        def __init__(self, strings: list[str]) -> None:
+            self.strings = strings
 
+    listed = _Listed(list(m.strings))
     for pattern in (r"^ProfilerStep#(\d+)$", r"nccl", r"\d", r"^aten::add$"):
         p = re.compile(pattern)
-        assert ids_matching(m, p).tolist() == ids_matching(_Listed(), p).tolist()
+        assert ids_matching(m, p).tolist() == ids_matching(listed, p).tolist()
     ids = m.name_ids_matching(re.compile(r"^ProfilerStep#(\d+)$"))
     got, want = step_numbers(m.strings, ids), step_numbers(list(m.strings), ids)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("names", [
+    [f"ProfilerStep#{k}" for k in range(3000)],
+    ["ProfilerStep#007", "ProfilerStep#0", "ProfilerStep#1234567890123456789",
+     "ProfilerStep#999999999999999", "ProfilerStep#12"],
+    ["ProfilerStep#5\n", "ProfilerStep#6"],  # $ allows one newline: read one by one
+    ["ProfilerStep#٣", "ProfilerStep#4"],  # other scripts' digits: not ASCII
+    [],
+])
+def test_step_numbers_from_the_text_are_those_of_the_list(names):
+    strings = ["aten::add", *names, "cudaLaunchKernel"]
+    ids = np.arange(1, len(names) + 1, dtype=np.int32)
+    got = step_numbers(StringTable(strings), ids)
+    want = step_numbers(strings, ids)
+    assert got[0].dtype == want[0].dtype == np.int32
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert got[1].dtype == np.int64

@@ -17,6 +17,7 @@ from __future__ import annotations
 import operator
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, overload
 
 import numpy as np
@@ -100,14 +101,16 @@ class StringTable(Sequence[str]):
                                           strict=True)]
 
     def __iter__(self) -> Iterator[str]:
+        # A block of strings made at a time, chained in C: a full pass (a name search
+        # per string) costs about what the list's did, with a block held, not a list.
+        return chain.from_iterable(map(self._block, range(0, self._n, _BLOCK)))
+
+    def _block(self, lo: int) -> list[str]:
+        hi = min(lo + _BLOCK, self._n)
         if not self._plain:
-            for lo in range(0, self._n, _BLOCK):
-                yield from self.take(range(lo, min(lo + _BLOCK, self._n)))
-            return
-        s, text = self._starts, self._text
-        for lo in range(0, self._n, _BLOCK):
-            hi = min(lo + _BLOCK, self._n)
-            yield from text[s[lo]:s[hi] - 1].split("\n")
+            return self.take(range(lo, hi))
+        s = self._starts
+        return self._text[s[lo]:s[hi] - 1].split("\n")
 
     def __contains__(self, value: object) -> bool:
         return isinstance(value, str) and any(s == value for s in self)
