@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from rules.conftest import SHARED_TRACES, TraceBuilder
 
+from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.engine import span_summary
 from tb_diagnostics.logdir import SpanFile, scan_logdir
 from tb_diagnostics.opening import open_analysis
@@ -91,8 +92,9 @@ def test_every_released_artifact_is_a_computed_view():
     from tb_diagnostics.trace.model import TraceModel
 
     for a in (*BEFORE_WHATIF, *AFTER_PROJECTIONS):
-        if isinstance(a, str):  # a cached property of the model
-            assert isinstance(vars(TraceModel).get(a), cached_property), a
+        if isinstance(a, str):  # a cached property of the model or of the analysis
+            owner = TraceModel if a.startswith("model.") else SpanAnalysis
+            assert isinstance(vars(owner).get(a.removeprefix("model.")), cached_property), a
             continue
         assert callable(getattr(a, "__wrapped__", None)), a
 
@@ -118,10 +120,14 @@ def test_a_released_model_cache_is_dropped_and_named_when_made_again(tmp_path):
     m = a.model
     before = m.self_time().copy()
     assert "_self_time_all" in vars(m)
-    a.release(["_self_time_all"])
-    assert "_self_time_all" not in vars(m) and a.recomputed == []
+    bounds = a.bounds
+    a.release(["model._self_time_all", "bounds"])
+    assert "_self_time_all" not in vars(m) and "bounds" not in vars(a)
+    assert a.recomputed == []
     # Read once without keeping it: not made again.
     assert (m.self_time_once() == before).all() and a.recomputed == []
     assert (m.self_time() == before).all()
     assert a.recomputed == ["model._self_time_all"]
-    assert "_self_time_all" in BEFORE_WHATIF
+    assert all((x == y).all() for x, y in zip(a.bounds, bounds, strict=True))
+    assert a.recomputed == ["bounds", "model._self_time_all"]
+    assert "model._self_time_all" in BEFORE_WHATIF

@@ -123,28 +123,36 @@ class SpanAnalysis:
         self._computed: dict[Callable, object] = {}
         self._released: set[Callable] = set()
         self._recomputed: list[str] = []
-        self._released_model: set[str] = set()
+        self._released_names: set[str] = set()
+
+    def _cache_of(self, name: str) -> tuple[dict, str]:
+        """The instance dict a released name's cached property lives in, and its name
+        there: ``"model.<name>"`` the model's, ``"<name>"`` this analysis's."""
+        if name.startswith("model."):
+            return vars(self.model), name.removeprefix("model.")
+        return vars(self), name
 
     @property
     def recomputed(self) -> list[str]:
         """The computed artifacts asked for again after :meth:`release` dropped them, in
-        order (each was computed a second time), then the model's released caches made
-        again (``model.<name>``)."""
-        model = vars(self.model)
-        return [*self._recomputed,
-                *(f"model.{n}" for n in sorted(self._released_model) if n in model)]
+        order (each was computed a second time), then the released cached properties
+        made again, by name."""
+        again = [n for n in sorted(self._released_names)
+                 if self._cache_of(n)[1] in self._cache_of(n)[0]]
+        return [*self._recomputed, *again]
 
     def release(self, artifacts: Iterable[Callable | str]) -> None:
         """Drop these computed artifacts (the functions :func:`computed` made; a string
-        names a cached property of the model, such as ``"_self_time_all"``): the memory
-        they hold is freed once no one else holds it. Only for an analysis no one reads
-        after its report (``engine.span_summary`` opening its own), whose model no one
-        else holds: one asked for again is computed again, the same, and named in
-        :attr:`recomputed`."""
+        names a cached property, ``"model.<name>"`` of the model, ``"<name>"`` of this
+        analysis): the memory they hold is freed once no one else holds it. Only for an
+        analysis no one reads after its report (``engine.span_summary`` opening its
+        own), whose model no one else holds: one asked for again is computed again, the
+        same, and named in :attr:`recomputed`."""
         for a in artifacts:
             if isinstance(a, str):
-                self._released_model.add(a)
-                vars(self.model).pop(a, None)
+                self._released_names.add(a)
+                cache, name = self._cache_of(a)
+                cache.pop(name, None)
                 continue
             fn = getattr(a, "__wrapped__", a)
             self._released.add(fn)
@@ -361,7 +369,12 @@ class SpanAnalysis:
         stable sort), and where each window's group starts."""
         step = self.activity_step
         # int32 both (positions in the activities): half the memory of argsort's int64.
-        order = np.argsort(step, kind="stable").astype(np.int32)
+        # Activities mostly come in step order already: then the stable sort is the
+        # identity, and no sort is made.
+        if step.shape[0] < 2 or bool((step[1:] >= step[:-1]).all()):
+            order = np.arange(step.shape[0], dtype=np.int32)
+        else:
+            order = np.argsort(step, kind="stable").astype(np.int32)
         cut = np.searchsorted(step[order], np.arange(len(self.host_steps) + 1),
                               side="left").astype(np.int32)
         return order, cut
