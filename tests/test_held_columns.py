@@ -101,6 +101,10 @@ def test_last_device_ends_with_steps_that_launch_nothing():
     a = SpanAnalysis(_model(t))
     got = last_device_ends(a)
     assert np.isnan(got[[2, 3, 4]]).all() and got[0] == 8.0 and got[1] == 650.0
+    # The activities in step order: the grouping is the identity, as the sort gives it.
+    order, cut = a._activities_by_window
+    assert order.tolist() == np.argsort(a.activity_step, kind="stable").tolist() == [0, 1]
+    assert cut.tolist() == [0, 1, 2, 2, 2, 2]
 
 
 def test_host_steps_rows_are_the_isin_rows():

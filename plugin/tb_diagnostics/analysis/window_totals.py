@@ -31,8 +31,7 @@ def per_window_totals(analysis: SpanAnalysis, lo: np.ndarray,
     ops = analysis.op_rows
     # Ops and the annotations that are not DataLoader waits, as a mask: linear, where
     # union1d/setdiff1d sort (a fifth of the analysis on a large trace).
-    mask = np.zeros(len(m), dtype=bool)
-    mask[m.rows_of({Kind.USER_ANNOTATION})] = True
+    mask = m.kind == Kind.USER_ANNOTATION  # (a mask: no row list made for it)
     mask[analysis.input_rows] = False
     mask[ops] = True
     cpu_rows = row_indices(mask)
