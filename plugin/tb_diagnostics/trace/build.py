@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, not_
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from tb_diagnostics.trace.categories import (
     CATEGORY_KIND,
     DEVICE_KINDS,
     Kind,
+    KindOfCategory,
     concrete_input_mask,
 )
 from tb_diagnostics.trace.columns import (
@@ -38,6 +40,7 @@ from tb_diagnostics.trace.columns import (
     constant,
     digits,
     narrowest_ints,
+    packed,
     take,
     time_order,
     writable,
@@ -60,6 +63,7 @@ _MAX_TS_US = 1e17
 #: The Chrome trace format's phases; others are counted in the notes and ignored.
 _KNOWN_PHASES = frozenset("XBEiIMsftCbenRPONDcSTpF")
 _PHASE = attrgetter("ph")
+_IS_X = "X".__eq__
 #: The note on events whose ids did not fit int64 (see columns.link_ids).
 _RENUMBERED = "id beyond int64 (renumbered, links kept)"
 _NO_DUR = "complete event without a usable dur (taken as 0)"
@@ -97,7 +101,7 @@ class ModelBuilder:
         # By string id: whether an op of that name keeps its Concrete Inputs.
         self._keeps_concrete = np.zeros(1024, dtype=bool)
         self._concrete_seen = 0
-        self._cat_kind: dict[str, int] = {}  # category → Kind value
+        self._cat_kind = KindOfCategory()
 
     def _count(self, what: str, n: int) -> None:
         """Count ``n`` events normalised in the way ``what`` says (the span's notes)."""
@@ -128,8 +132,10 @@ class ModelBuilder:
         elif len(present) == 1:
             xs, others = events, []
         else:
-            xs = [e for e in events if e.ph == "X"]
-            others = [e for e in events if e.ph != "X"]
+            is_x = list(map(_IS_X, phases))
+            xs = list(compress(events, is_x))
+            others = list(compress(events, map(not_, is_x)))
+            del is_x
         # Few traces have phases outside the format: counted only when the set shows one.
         if not _KNOWN_PHASES.issuperset(present):
             unknown = sum(n for ph, n in Counter(phases).items() if ph not in _KNOWN_PHASES)
@@ -137,7 +143,7 @@ class ModelBuilder:
             self.odd[key] = self.odd.get(key, 0) + unknown
         del phases
         self.n_events += len(events)
-        ts_abs = np.asarray([e.ts for e in xs], dtype=np.float64)
+        ts_abs = packed([e.ts for e in xs], "d")
         # µs since 1970 stay below 1e17 for another thousand years: beyond is garbage,
         # and would overflow every interval sum downstream.
         usable = np.isfinite(ts_abs) & (np.abs(ts_abs) < _MAX_TS_US)
@@ -150,7 +156,7 @@ class ModelBuilder:
                 if not ok and CATEGORY_KIND.get(e.cat, Kind.OTHER) in DEVICE_KINDS)
             xs = [e for e, ok in zip(xs, usable.tolist(), strict=True) if ok]
             ts_abs = ts_abs[usable]
-        dur = np.asarray([e.dur for e in xs], dtype=np.float64)
+        dur = packed([e.dur for e in xs], "d")
         bad = ~((dur >= 0) & (dur < _MAX_TS_US))
         if bad.any():
             # A complete event has a dur: NaN is one missing, null or not a number.
@@ -183,14 +189,9 @@ class ModelBuilder:
         cat_kind = self._cat_kind
         cats = [e.cat for e in xs]
         n = len(cats)
-        if n and cats.count(cats[0]) == n and cats[0] in cat_kind:
+        if n and cats.count(cats[0]) == n:
             return np.full(n, cat_kind[cats[0]], dtype=np.uint8)
-        kinds = list(map(cat_kind.get, cats))
-        if None in kinds:  # categories first seen here
-            for c in set(cats) - cat_kind.keys():
-                cat_kind[c] = int(CATEGORY_KIND.get(c, Kind.OTHER))
-            kinds = list(map(cat_kind.__getitem__, cats))
-        return np.asarray(kinds, dtype=np.uint8)
+        return packed(map(cat_kind.__getitem__, cats), "B", n)
 
     def _lanes(self, xs: list, is_dev: np.ndarray) -> np.ndarray:
         """Each event's lane: its thread (is device, pid, tid), numbered in order of first
@@ -205,15 +206,19 @@ class ModelBuilder:
             if bool(is_dev.all()) if dev else not is_dev.any():
                 key = (dev, pids[0], tids[0])
                 return np.full(n, lane_ids.setdefault(key, len(lane_ids)), dtype=np.int32)
-        keys = list(zip(is_dev.tolist(), pids, tids, strict=True))
-        del pids, tids
-        lanes = list(map(lane_ids.get, keys))
-        if None in lanes:  # threads first seen in this batch
-            lanes = [lane_ids.setdefault(k, len(lane_ids)) for k in keys]
-        return np.asarray(lanes, dtype=np.int32)
+        # The (is device, pid, tid) of each event, looked up as zip makes it: the tuple
+        # is dropped before the next is made (zip reuses it), none is kept.
+        devs = is_dev.tolist()
+        lanes = packed(map(lane_ids.get, zip(devs, pids, tids, strict=True), repeat(NO_ID, n)),
+                       "i", n)
+        if (lanes == NO_ID).any():  # threads first seen in this batch
+            lanes = packed([lane_ids.setdefault(k, len(lane_ids))
+                            for k in zip(devs, pids, tids, strict=True)], "i")
+        return lanes
 
-    def _concrete(self, name: np.ndarray, args: list) -> np.ndarray:
-        """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest)."""
+    def _concrete(self, name: np.ndarray, args: list) -> np.ndarray | int:
+        """``Concrete Inputs`` of the ops whose cost reads them (NO_ID for the rest; a
+        batch without such an op as its number of rows)."""
         strings = self.intern.strings
         seen = self._concrete_seen
         if seen < len(strings):  # strings first seen in this batch
@@ -223,11 +228,12 @@ class ModelBuilder:
                 self._keeps_concrete = grown
             self._keeps_concrete[seen:len(strings)] = concrete_input_mask(strings[seen:])
             self._concrete_seen = len(strings)
-        out = np.full(name.shape[0], NO_ID, dtype=np.int32)
         rows = np.flatnonzero(self._keeps_concrete[name])
-        if rows.size:
-            out[rows] = self.intern.raw([args[i].concrete_inputs for i in rows.tolist()],
-                                        compact=True)
+        if not rows.size:
+            return name.shape[0]  # rows that all lack it: given as their number
+        out = np.full(name.shape[0], NO_ID, dtype=np.int32)
+        out[rows] = self.intern.raw([args[i].concrete_inputs for i in rows.tolist()],
+                                    compact=True)
         return out
 
     def export(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_diagnostics.trace.columns import as_int16, ints, link_ids, narrow_ids, take
+from tb_diagnostics.trace.columns import as_int16, ints, link_ids, narrow_ids, packed, take
 from tb_diagnostics.trace.decode import ABSENT, NAN, NO_RAW
 from tb_diagnostics.trace.interner import Interner
 from tb_diagnostics.trace.model import NO_ID
@@ -116,7 +116,7 @@ def arg_columns(intern: Interner, args: list) -> tuple[dict[str, np.ndarray | in
         [v if type(v) is int else ABSENT for v in stream])
     del stream
     nbytes = [a.nbytes for a in args]
-    cols["nbytes"] = n if nbytes.count(NAN) == n else np.asarray(nbytes, dtype=np.float64)
+    cols["nbytes"] = n if nbytes.count(NAN) == n else packed(nbytes, "d")
     del nbytes
     cols["pyid"] = link([a.python_id for a in args])
     parents = [a.python_parent_id for a in args]

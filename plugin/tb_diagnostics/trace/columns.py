@@ -10,6 +10,8 @@ of one value (:func:`constant`), which costs no memory per row.
 from __future__ import annotations
 
 import math
+import struct
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -195,11 +197,31 @@ def writable(column: np.ndarray) -> np.ndarray:
     return column if column.flags.writeable else column.copy()
 
 
+#: The struct codes :func:`packed` writes, and their dtypes (native sizes, as numpy's).
+_PACKED_DTYPES = {"q": np.dtype(np.int64), "i": np.dtype(np.int32), "B": np.dtype(np.uint8),
+                  "d": np.dtype(np.float64)}
+
+
+def packed(values: Iterable[Any], code: str, n: int | None = None) -> np.ndarray:
+    """A new array of ``values`` (Python ints for ``"q"``, ``"i"``, ``"B"``, numbers for
+    ``"d"``; an iterable of ``n`` of them where ``n`` is given), written by one
+    ``struct.pack_into``: a C conversion per value, half the time of ``np.fromiter`` or
+    ``np.asarray`` (numpy's generic per-element packing). A value of another type or out
+    of range raises (``struct.error``, ``TypeError``) where numpy would, for ints; a float
+    is not truncated to an int, nor a digit string read."""
+    if n is None:
+        n = len(values)  # type: ignore[arg-type]
+    out = np.empty(n, dtype=_PACKED_DTYPES[code])
+    if n:
+        struct.pack_into(f"{n}{code}", out, 0, *values)
+    return out
+
+
 def ints(values: list) -> np.ndarray:
     """An int64 column; values outside int64 (hostile ids) become NO_ID."""
     try:
-        return np.asarray(values, dtype=np.int64)
-    except (OverflowError, TypeError, ValueError):
+        return packed(values, "q")
+    except (OverflowError, TypeError, ValueError, struct.error):
         return np.asarray([v if type(v) is int and -(2**63) <= v < 2**63 else NO_ID
                            for v in values], dtype=np.int64)
 
@@ -220,8 +242,8 @@ def link_ids(values: list) -> tuple[np.ndarray, np.ndarray | None]:
     stay distinct. Anything but an int becomes NO_ID.
     """
     try:
-        return np.asarray(values, dtype=np.int64), None
-    except (OverflowError, TypeError, ValueError):
+        return packed(values, "q"), None
+    except (OverflowError, TypeError, ValueError, struct.error):
         pass
     lo, hi = -(1 << 63), 1 << 63
     big = [type(v) is int and not lo <= v < hi for v in values]

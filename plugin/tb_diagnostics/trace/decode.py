@@ -100,34 +100,37 @@ def _id_or_str(v: Any) -> int | str:
 Field = tuple[str, str, Any, Any, Callable[[Any], Any]]
 
 _ARG_FIELDS: list[Field] = [
-    ("correlation", "correlation", int, ABSENT, _link_id),
-    ("external_id", "External id", int, ABSENT, _link_id),
-    ("external_id_lc", "external id", int, ABSENT, _link_id),
-    ("python_id", "Python id", int, ABSENT, _link_id),
+    # In the order Kineto writes the keys (msgspec looks a key up from the field after
+    # the last one found, so most keys are found at the first try: 7 % less decoding on
+    # a deep CPU trace, 4 % on a GPU one).
     # null is a parent id some profilers write (no parent): None, not a wrong type.
     ("python_parent_id", "Python parent id", int | None, ABSENT, _link_id),
-    ("call_stack", "Call stack", str, "", _str),
-    ("nbytes", "bytes", float, NAN, _num),
-    ("mem_bytes", "Bytes", float, NAN, _num),
-    ("total_allocated", "Total Allocated", float, NAN, _num),
-    ("total_reserved", "Total Reserved", float, NAN, _num),
-    ("addr", "Addr", int, ABSENT, _id),  # a [memory] event's block address
-    ("device_type", "Device Type", int, ABSENT, _id),
-    ("device_id", "Device Id", int, ABSENT, _id),
+    ("python_id", "Python id", int, ABSENT, _link_id),
+    ("external_id", "External id", int, ABSENT, _link_id),
     ("device", "device", int, ABSENT, _id),
     ("stream", "stream", int | str, ABSENT, _id_or_str),
-    # Kept as raw JSON text: the model only interns them, so building Python lists
-    # for every op's shapes would be wasted work.
-    ("input_dims", "Input Dims", msgspec.Raw, NO_RAW, _raw),
-    ("input_type", "Input type", msgspec.Raw, NO_RAW, _raw),
-    ("concrete_inputs", "Concrete Inputs", msgspec.Raw, NO_RAW, _raw),
-    ("grid", "grid", msgspec.Raw, NO_RAW, _raw),
-    ("block", "block", msgspec.Raw, NO_RAW, _raw),
+    ("correlation", "correlation", int, ABSENT, _link_id),
+    ("external_id_lc", "external id", int, ABSENT, _link_id),
     # A kernel's resources and the profiler's occupancy estimate, raw too: only kernels
     # have them, and the analysis reads each distinct combination once.
     ("registers", "registers per thread", msgspec.Raw, NO_RAW, _raw_scalar),
     ("shared_memory", "shared memory", msgspec.Raw, NO_RAW, _raw_scalar),
+    ("grid", "grid", msgspec.Raw, NO_RAW, _raw),
+    ("block", "block", msgspec.Raw, NO_RAW, _raw),
     ("occupancy", "est. achieved occupancy %", msgspec.Raw, NO_RAW, _raw_scalar),
+    ("nbytes", "bytes", float, NAN, _num),
+    # Kept as raw JSON text: the model only interns them, so building Python lists
+    # for every op's shapes would be wasted work.
+    ("concrete_inputs", "Concrete Inputs", msgspec.Raw, NO_RAW, _raw),
+    ("input_type", "Input type", msgspec.Raw, NO_RAW, _raw),
+    ("input_dims", "Input Dims", msgspec.Raw, NO_RAW, _raw),
+    ("call_stack", "Call stack", str, "", _str),
+    ("total_reserved", "Total Reserved", float, NAN, _num),
+    ("total_allocated", "Total Allocated", float, NAN, _num),
+    ("mem_bytes", "Bytes", float, NAN, _num),
+    ("addr", "Addr", int, ABSENT, _id),  # a [memory] event's block address
+    ("device_id", "Device Id", int, ABSENT, _id),
+    ("device_type", "Device Type", int, ABSENT, _id),
     ("label", "name", str | None, None, _opt_str),  # the name carried by ph:M metadata events
 ]
 

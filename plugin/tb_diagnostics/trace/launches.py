@@ -10,8 +10,6 @@ the runtime/driver call with its correlation id (``TraceModel.launcher``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tb_diagnostics.trace.categories import DEVICE_ACTIVITY_KINDS, LAUNCHER_KINDS
@@ -21,44 +19,28 @@ from tb_diagnostics.trace.interner import Interner
 from tb_diagnostics.trace.model import NO_ID
 
 
-def _launch_shape(a: Any) -> bytes:
-    """``[grid, block]`` as JSON text for kernels that record them, else empty."""
-    if not a.grid and not a.block:
-        return b""
-    return b"[" + (bytes(a.grid) or b"null") + b"," + (bytes(a.block) or b"null") + b"]"
-
-
-def _launch_resources(a: Any) -> bytes:
-    """``[registers per thread, shared memory, est. achieved occupancy %]`` as JSON text
-    for kernels that record any of them, else empty."""
-    if a.registers is NO_RAW and a.shared_memory is NO_RAW and a.occupancy is NO_RAW:
-        return b""
-    return (b"[" + (bytes(a.registers) or b"null") + b"," + (bytes(a.shared_memory) or b"null")
-            + b"," + (bytes(a.occupancy) or b"null") + b"]")
-
-
-def launch_shapes(intern: Interner, args: list) -> np.ndarray:
-    """Kernels' ``[grid, block]`` (NO_ID for the rest). Only kernels record them: a
-    batch without any (every CPU trace) is answered by two C-speed counts."""
+def launch_shapes(intern: Interner, args: list) -> np.ndarray | int:
+    """Kernels' ``[grid, block]`` as JSON text, each absent one ``null`` (NO_ID for the
+    rest). Only kernels record them: a batch without any (every CPU trace) is answered
+    by two C-speed counts, and given as the number of its rows, all NO_ID."""
     n = len(args)
-    if [a.grid for a in args].count(NO_RAW) == n and \
-            [a.block for a in args].count(NO_RAW) == n:
-        return constant(NO_ID, n, np.int32)
-    return intern.raw([b"" if a.grid is NO_RAW and a.block is NO_RAW
-                       else _launch_shape(a) for a in args], compact=True)
+    grids = [a.grid for a in args]
+    blocks = [a.block for a in args]
+    if grids.count(NO_RAW) == n and blocks.count(NO_RAW) == n:
+        return n
+    return intern.composed([grids, blocks])
 
 
-def launch_resources(intern: Interner, args: list) -> np.ndarray:
-    """Kernels' ``[registers, shared memory, occupancy %]`` (NO_ID for the rest), with
-    the same C-speed answer for a batch without any."""
+def launch_resources(intern: Interner, args: list) -> np.ndarray | int:
+    """Kernels' ``[registers per thread, shared memory, est. achieved occupancy %]`` as
+    JSON text, each absent one ``null`` (NO_ID for the rest), with the same C-speed
+    answer for a batch without any (the number of its rows)."""
     n = len(args)
-    if [a.registers for a in args].count(NO_RAW) == n and \
-            [a.shared_memory for a in args].count(NO_RAW) == n:
-        return constant(NO_ID, n, np.int32)
-    # Composed for the events that record any (the kernels), not called for every event.
-    return intern.raw([b"" if a.registers is NO_RAW and a.shared_memory is NO_RAW
-                       and a.occupancy is NO_RAW else _launch_resources(a) for a in args],
-                      compact=True)
+    registers = [a.registers for a in args]
+    shared = [a.shared_memory for a in args]
+    if registers.count(NO_RAW) == n and shared.count(NO_RAW) == n:
+        return n
+    return intern.composed([registers, shared, [a.occupancy for a in args]])
 
 
 def join_launches(kind: np.ndarray, corr: np.ndarray) -> np.ndarray:

@@ -20,7 +20,14 @@ from tb_diagnostics.trace.categories import (
     LAUNCH_FLOW_CATEGORIES,
     LAUNCHER_KINDS,
 )
-from tb_diagnostics.trace.columns import GrowingColumn, ints, link_id, link_ids, writable
+from tb_diagnostics.trace.columns import (
+    GrowingColumn,
+    ints,
+    link_id,
+    link_ids,
+    packed,
+    writable,
+)
 from tb_diagnostics.trace.model import NO_ID, Lane, MemoryEvents
 
 _FLOW_PHASES = frozenset({"s", "f", "t"})
@@ -104,7 +111,7 @@ class SideEvents:
     def _add_samples(self, samples: list[Any]) -> None:
         """Memory samples: a column per field, their threads numbered in order of first
         appearance (dictionary look-ups at C speed; new threads numbered below)."""
-        ts = np.asarray([e.ts for e in samples], dtype=np.float64)
+        ts = packed([e.ts for e in samples], "d")
         finite = np.isfinite(ts)
         if not finite.all():
             samples = [e for e, ok in zip(samples, finite.tolist(), strict=True) if ok]
@@ -114,9 +121,9 @@ class SideEvents:
         args = [e.args for e in samples]
         m = self.memory
         m["ts"].extend(ts)
-        m["bytes"].extend(np.asarray([a.mem_bytes for a in args], dtype=np.float64))
-        m["allocated"].extend(np.asarray([a.total_allocated for a in args], dtype=np.float64))
-        m["reserved"].extend(np.asarray([a.total_reserved for a in args], dtype=np.float64))
+        m["bytes"].extend(packed([a.mem_bytes for a in args], "d"))
+        m["allocated"].extend(packed([a.total_allocated for a in args], "d"))
+        m["reserved"].extend(packed([a.total_reserved for a in args], "d"))
         m["device_type"].extend(ints([a.device_type for a in args]))
         m["device_id"].extend(ints([a.device_id for a in args]))
         m["addr"].extend(ints([a.addr for a in args]))
