@@ -36,7 +36,7 @@ by clock skew) is dropped, so the walk can never loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -84,6 +84,19 @@ class PathEdges:
     h_time: np.ndarray  # the graph's host timepoint times
     h_lane: np.ndarray
     main_lane: int
+
+    def only(self, seen: np.ndarray) -> PathEdges:
+        """The pieces of the nodes ``seen`` (a mask over the nodes) only, renumbered in
+        order; no predecessors or reach (a walk's: what its segments are cut from)."""
+        keep = np.flatnonzero(seen)
+        x_node, x_t0, x_row, x_lane = self.third
+        x_in = seen[x_node]
+        # A node's new number: how many seen nodes come before it.
+        x_new = np.cumsum(seen, dtype=np.int64)[x_node[x_in]] - 1
+        return replace(self, pred=self.pred[:0].copy(), reach=self.reach[:0].copy(),
+                       t0=self.t0[:, keep], kind=self.kind[:, keep], row=self.row[:, keep],
+                       lane=self.lane[:, keep],
+                       third=(x_new, x_t0[x_in], x_row[x_in], x_lane[x_in]))
 
     def pieces(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
         """``(t0, kind, row, lane)`` of ``nodes``' pieces, each ``(nodes, PIECES)``."""
@@ -143,19 +156,20 @@ def _enclosing(analysis: SpanAnalysis, rows: np.ndarray, t: np.ndarray) -> np.nd
     return out
 
 
-def _mark_owner(analysis: SpanAnalysis, g: ReplayGraph) -> np.ndarray:
-    """Per host timepoint that is a step mark: the step row the time before it belongs to
-    (a step's end mark: that step; a step's start mark: the step before, if any)."""
-    out = np.full(g.h_time.shape[0], NO_ID, dtype=np.int64)
+def _mark_owners(analysis: SpanAnalysis, g: ReplayGraph,
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The host timepoints that are step marks and the step row the time before each
+    belongs to, as ``(timepoints, rows)`` to set in this order (a timepoint that both
+    ends a step and starts the next is the start's): a step's end mark, that step; a
+    step's start mark, the step before, if any."""
     rows = analysis.host_steps.rows.astype(np.int64)
     if not rows.size:
-        return out
+        return []
     ok = g.mark_end >= 0
-    out[g.mark_end[ok]] = rows[ok]
+    ends = (g.mark_end[ok], rows[ok])
     ok = g.mark_start >= 0
     before = np.concatenate([rows[:1], rows[:-1]])
-    out[g.mark_start[ok]] = before[ok]
-    return out
+    return [ends, (g.mark_start[ok], before[ok])]
 
 
 def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
@@ -169,7 +183,7 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     kind[:, :n_h] = HOST
     # The previous timepoint on each thread (host order).
     by_lane = np.argsort(h_lane, kind="stable")
-    prev = np.full(n_h, NO_ID, dtype=np.int64)
+    prev = np.full(n_h, NO_ID, dtype=pred.dtype)
     same = h_lane[by_lane[1:]] == h_lane[by_lane[:-1]]
     prev[by_lane[1:][same]] = by_lane[:-1][same]
     del by_lane, same
@@ -180,7 +194,6 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     # thread's burst ended, then the burst's tail (below).
     joined, j_last, j_end = thread_joins(analysis)
     prev_t[joined] = j_end
-    prev = prev.copy()
     prev[joined] = j_last
 
     # Host order: the time since the previous timepoint on the thread.
@@ -194,11 +207,15 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     t0[1, at], row[1, at], lane[1, at] = prev_t[at], abv, h_lane[at]
     del at, own, abv, split
     other = np.flatnonzero(has_prev & ~calls)
-    marks = _mark_owner(analysis, g)
-    mark_row = np.where(marks >= 0, marks, h_row)
-    rows_other = np.where(g.h_kind == MARK, mark_row, h_row)  # a sync's return: the call
-    t0[0, other], row[0, other], lane[0, other] = prev_t[other], rows_other[other], h_lane[other]
-    del other, marks, mark_row, rows_other, prev_t
+    # Named after their own row (a sync's return: the call), a step mark's after the step
+    # its time belongs to: set where they are, no column of every timepoint's owner.
+    t0[0, other], row[0, other], lane[0, other] = prev_t[other], h_row[other], h_lane[other]
+    del other, prev_t
+    marked = has_prev & ~calls & (g.h_kind == MARK)
+    for at, owner in _mark_owners(analysis, g):
+        sel = marked[at]
+        row[0, at[sel]] = owner[sel]
+    del marked
     if joined.size:  # the other thread's time from its last timepoint to its burst's end
         # (after a call's two pieces: the third)
         two = calls[joined]
@@ -262,16 +279,27 @@ def _activity_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
         cands.append((t, t + g.stream_gap_us, np.where(ok, n_h + other, NO_ID), acts))
     score = np.stack([c[1] for c in cands])
     best = np.argmax(score, axis=0)
-    idx = np.arange(n_a)
-    has = np.isfinite(score[best, idx])
-    edge_t = np.stack([c[0] for c in cands])[best, idx]
-    node = np.stack([c[2] for c in cands])[best, idx]
-    wait_row = np.stack([c[3] for c in cands])[best, idx]
+    has = np.isfinite(np.take_along_axis(score, best[None], axis=0)[0])
+    del score
+    edge_t = _pick(best, [c[0] for c in cands])
+    node = _pick(best, [c[2] for c in cands])
+    wait_row = _pick(best, [c[3] for c in cands])
+    del cands, best
     t0[1, sl] = np.where(has, np.minimum(edge_t, a_start), np.nan)
     kind[1, sl] = LATENCY
     row[1, sl] = wait_row
     pred[sl] = np.where(has, node, NO_ID)
     _keep_earlier(pred, pos, n_h, n_h + n_a)
+
+
+def _pick(best: np.ndarray, columns: list[np.ndarray]) -> np.ndarray:
+    """``np.stack(columns)[best, arange]``: each element from the column ``best`` names,
+    without the stack of them all."""
+    out = columns[0].astype(np.result_type(*columns), copy=True)
+    for i, column in enumerate(columns[1:], 1):
+        at = best == i
+        out[at] = column[at]
+    return out
 
 
 def _keep_earlier(pred: np.ndarray, pos: np.ndarray, lo: int, hi: int) -> None:
@@ -295,8 +323,8 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
     # span's peak as int64. The walk reads them into arrays of the wider dtype.
     m = analysis.model
     row_t = np.int32 if len(m) < np.iinfo(np.int32).max else np.int64
-    lane_t = _narrowest(len(m.lanes))
-    node_t = _narrowest(n + 1, np.int32)  # pred, and each node's position: n + 1 values
+    lane_t = narrowest(len(m.lanes))
+    node_t = narrowest(n + 1, np.int32)  # pred, and each node's position: n + 1 values
     out = {"t0": np.full((DENSE, n), np.nan), "kind": np.zeros((DENSE, n), np.int8),
            "row": np.full((DENSE, n), NO_ID, row_t),
            "lane": np.full((DENSE, n), NO_ID, lane_t), "pred": np.full(n, NO_ID, node_t),
@@ -326,7 +354,7 @@ def path_edges(analysis: SpanAnalysis) -> PathEdges:
                      h_lane=g.h_lane, main_lane=main)
 
 
-def _narrowest(count: int, least: type = np.int16) -> type:
+def narrowest(count: int, least: type = np.int16) -> type:
     """The narrowest of ``least``, int32, int64 that holds -1 and ids below ``count``."""
     for t in (np.int16, np.int32):
         if np.dtype(t).itemsize >= np.dtype(least).itemsize and count <= np.iinfo(t).max:
