@@ -26,6 +26,7 @@ import numpy as np
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import distinct
 from tb_diagnostics.trace.categories import Kind
 
 #: The outermost op or label above the top name is said ("inside ``forward``") where it
@@ -69,7 +70,10 @@ def _regions(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     """Per row: the outermost op or user annotation strictly above it on its thread that is
     not a step (``ProfilerStep#N``), or -1."""
     m = analysis.model
-    steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
+    # Per row, whether it is a step: a lookup per level, not a sorted isin of the rows
+    # still climbing against every step (a million of each, each level).
+    is_step = np.zeros(len(m), dtype=bool)
+    is_step[analysis.host_steps.rows.astype(np.int64, copy=False)] = True
     # In the parent column's dtype (int32 but on models past 2^31 rows): a path's segments
     # of one kind may be millions, each a few arrays here.
     out = np.full(rows.shape[0], -1, dtype=m.parent.dtype)
@@ -78,7 +82,7 @@ def _regions(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     while todo.size:  # one level a pass over the rows still climbing: op nesting is shallow
         r = cur[todo]
         k = m.kind[r]
-        mark = ((k == Kind.CPU_OP) | (k == Kind.USER_ANNOTATION)) & ~np.isin(r, steps)
+        mark = ((k == Kind.CPU_OP) | (k == Kind.USER_ANNOTATION)) & ~is_step[r]
         out[todo[mark]] = r[mark]
         up = m.parent[r]
         cur[todo] = up
@@ -92,19 +96,27 @@ def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
     (``limit`` of them; None: all), each with the outermost op or label it lies inside."""
     cp = critical_paths(analysis)
     m = analysis.model
+    # Copies only where something is dropped: the caller holds the arrays it passes
+    # (a verdict's segments of one kind, millions on a 10⁶-step span).
     keep = weight > 0
-    idx, weight = idx[keep], weight[keep]
+    if not keep.all():
+        idx, weight = idx[keep], weight[keep]
+    del keep
     rows = cp.row[idx]
     ops = op_above(analysis, rows)
     who = np.where(ops >= 0, ops, rows)
+    del rows
+    is_op = ops >= 0
+    del ops
     ok = who >= 0
-    idx, weight, who, is_op = idx[ok], weight[ok], who[ok], (ops >= 0)[ok]
+    if not ok.all():
+        idx, weight, who, is_op = idx[ok], weight[ok], who[ok], is_op[ok]
+    del ok  # what the loop below does not read: freed before _inside
     if not idx.size:
         return []
-    del keep, rows, ops, ok  # what the loop below does not read: freed before _inside
     n_k = len(KIND_NAMES)
     key = m.name[who].astype(np.int64) * n_k + cp.kind[idx]
-    uniq, inv = np.unique(key, return_inverse=True)
+    uniq, inv = distinct(key)  # np.unique's, by a table over the ids' small range
     del key, idx
     total = np.bincount(inv, weights=weight)
     count = np.bincount(inv)
@@ -135,7 +147,7 @@ def _inside(analysis: SpanAnalysis, who: np.ndarray, weight: np.ndarray) -> str 
     ok = reg >= 0
     if not ok.any():
         return None
-    names, inv = np.unique(m.name[reg[ok]], return_inverse=True)
+    names, inv = distinct(m.name[reg[ok]].astype(np.int64))
     by = np.bincount(inv, weights=weight[ok])
     best = int(np.argmax(by))
     if by[best] < INSIDE_SHARE * float(weight.sum()):

@@ -126,6 +126,47 @@ def _ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
     return order[np.arange(g.size) - start < top]
 
 
+#: Steps whose segments and ops :func:`_step_tops` ranks at a time: its temporaries are
+#: a few arrays of a block's segments (all of a 10⁶-step span's at once were 300 MB).
+BLOCK_STEPS = 1 << 15
+
+
+def _step_tops(analysis: SpanAnalysis, n_steps: int, top_segments: int, top_ops: int,
+               ) -> tuple[np.ndarray, ...]:
+    """For the first ``n_steps`` steps, by step: the indices of each one's longest
+    ``top_segments`` segments (longest first) and the op above each; and its ``top_ops``
+    (op name, kind) keys by time on the path (``step * names * kinds + name * kinds +
+    kind``), with their time and segment counts. A block of steps at a time: every step's
+    ranks and sums are its own, in the same order as over all steps at once."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    n_k = len(KIND_NAMES)
+    span = len(m.strings) * n_k
+    parts = []
+    for b0 in range(0, n_steps, BLOCK_STEPS):
+        b1 = min(b0 + BLOCK_STEPS, n_steps)
+        o0, o1 = int(cp.offsets[b0]), int(cp.offsets[b1])
+        step_of = np.repeat(np.arange(b0, b1), np.diff(cp.offsets[b0:b1 + 1]))
+        dur = cp.dur[o0:o1]
+        top = _ranked(step_of, dur, top_segments)  # by step, longest first
+        # The ops per step: time per (step, op name, kind), the most first.
+        row = cp.row[o0:o1]
+        ops = op_above(analysis, row)
+        who = np.where(ops >= 0, ops, row)
+        ok = np.flatnonzero(who >= 0)
+        key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
+               + cp.kind[o0:o1][ok].astype(np.int64))
+        uniq, inv = np.unique(key, return_inverse=True)
+        total = np.bincount(inv, weights=dur[ok])
+        count = np.bincount(inv)
+        best = _ranked(uniq // span, total, top_ops)
+        parts.append((top + o0, ops[top], uniq[best], total[best], count[best]))
+    if not parts:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, none, np.zeros(0), none
+    return tuple(np.concatenate(c) for c in zip(*parts, strict=True))
+
+
 def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
     """Per step of ``n`` (the span's windows): ``critical_path``, bounded, as
     :func:`critical_path_document` gives it (with fewer segments and ops a step where the
@@ -135,34 +176,21 @@ def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
     cp = critical_paths(analysis)
     m = analysis.model
     n_steps = min(cp.offsets.size - 1, n)
-    end = int(cp.offsets[n_steps])  # the segments of those steps
     counts = np.diff(cp.offsets[:n_steps + 1])
-    step_of = np.repeat(np.arange(n_steps), counts)
-    dur = cp.dur[:end]
     top_segments = per_step_limit(n_steps, TOP_SEGMENTS, SPAN_SEGMENTS)
-    top = _ranked(step_of, dur, top_segments)  # by step, longest first
+    top, top_ops, best, total, count = _step_tops(
+        analysis, n_steps, top_segments, per_step_limit(n_steps, TOP_OPS, SPAN_OPS))
     shown = np.minimum(counts, top_segments)
-    # The ops per step: time per (step, op name, kind), the most first.
-    row = cp.row[:end]
-    ops = op_above(analysis, row)
-    segments = list_column(flat_offsets(shown), _segment_columns(analysis, top, ops[top]))
-    who = np.where(ops >= 0, ops, row)
-    ok = np.flatnonzero(who >= 0)
+    segments = list_column(flat_offsets(shown), _segment_columns(analysis, top, top_ops))
+    del top, top_ops
     n_k = len(KIND_NAMES)
     span = len(m.strings) * n_k
-    key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
-           + cp.kind[:end][ok].astype(np.int64))
-    uniq, inv = np.unique(key, return_inverse=True)
-    total = np.bincount(inv, weights=dur[ok])
-    count = np.bincount(inv)
-    u_step = uniq // span
-    best = _ranked(u_step, total, per_step_limit(n_steps, TOP_OPS, SPAN_OPS))
-    rest = uniq[best] % span
+    rest = best % span
     by_op = list_column(
-        flat_offsets(np.bincount(u_step[best], minlength=n_steps)),
+        flat_offsets(np.bincount(best // span, minlength=n_steps)),
         dict_column(("op", "kind", "us", "segments"),
                     [strings_column(rest // n_k, m.strings), labels_column(rest % n_k, KIND_NAMES),
-                     rounded_array(total[best], 3), count[best]], best.size))
+                     rounded_array(total, 3), count], best.size))
     by_kind = dict_column(KIND_NAMES, [rounded_array(cp.by_kind[:n_steps, j], 3)
                                        for j in range(n_k)], n_steps)
     path = dict_column(

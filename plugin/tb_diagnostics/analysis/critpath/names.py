@@ -14,18 +14,37 @@ from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.distinct import unique
 
 
-def _innermost_at(analysis: SpanAnalysis, lane: int, t: np.ndarray) -> np.ndarray:
+class LaneEvents:
+    """Per host lane: its host events' rows, sorted by start as the model is, and their
+    starts; found once per lane for all the calls of one walk (a pass over the model
+    each), in the parent column's dtype (int32 but past 2^31 rows)."""
+
+    def __init__(self, analysis: SpanAnalysis) -> None:
+        self._model = analysis.model
+        self._by_lane: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def on(self, lane: int) -> tuple[np.ndarray, np.ndarray]:
+        got = self._by_lane.get(lane)
+        if got is None:
+            m = self._model
+            rows = np.flatnonzero(m.is_host & (m.lane == lane)).astype(m.parent.dtype)
+            got = self._by_lane[lane] = (rows, m.start[rows])
+        return got
+
+
+def _innermost_at(analysis: SpanAnalysis, events: LaneEvents, lane: int,
+                  t: np.ndarray) -> np.ndarray:
     """The innermost host event on ``lane`` containing each time, or -1."""
     m = analysis.model
-    rows = np.flatnonzero(m.is_host & (m.lane == lane))  # sorted by start, as the model is
+    rows, starts = events.on(lane)
     # Rows in the parent column's dtype (int32 but past 2^31 rows): millions of stretches.
     out = np.full(t.shape[0], -1, dtype=m.parent.dtype)
     if not rows.size:
         return out
-    k = np.searchsorted(m.start[rows], t, side="right") - 1
+    k = np.searchsorted(starts, t, side="right") - 1
     ok = k >= 0
     out[ok] = rows[k[ok]]
-    del rows, k
+    del k
     todo = np.flatnonzero(ok)
     todo = todo[m.end[out[todo]] < t[todo]]
     while todo.size:  # up to the first ancestor still open at t
@@ -37,10 +56,12 @@ def _innermost_at(analysis: SpanAnalysis, lane: int, t: np.ndarray) -> np.ndarra
 
 
 def host_names(analysis: SpanAnalysis, start: np.ndarray, end: np.ndarray,
-               lane: np.ndarray, row: np.ndarray) -> np.ndarray:
+               lane: np.ndarray, row: np.ndarray, events: LaneEvents | None = None,
+               ) -> np.ndarray:
     """Per host stretch: the deepest event on its thread covering at least half of it,
-    else ``row``."""
+    else ``row``. ``events``: the lanes' events, where the caller names many blocks."""
     m = analysis.model
+    events = LaneEvents(analysis) if events is None else events
     out = row.astype(np.int64, copy=True)
     half = (end - start) / 2
     mid = start + half
@@ -50,7 +71,7 @@ def host_names(analysis: SpanAnalysis, start: np.ndarray, end: np.ndarray,
         every = on.size == lane.shape[0]
         sel = slice(None) if every else on
         s, e, h = start[sel], end[sel], half[sel]
-        cand = _innermost_at(analysis, ln, mid[sel])
+        cand = _innermost_at(analysis, events, ln, mid[sel])
         todo = np.flatnonzero(cand >= 0)
         while todo.size:  # up the chain until the event covers half of the stretch
             r = cand[todo]

@@ -21,14 +21,15 @@ kind (the program's own, the DataLoader's, collectives').
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from tb_diagnostics.analysis.critpath.edges import HOST, KIND_NAMES, path_edges
-from tb_diagnostics.analysis.critpath.labels import host_labels, other_threads_comm, split_host
-from tb_diagnostics.analysis.critpath.names import host_names
+from tb_diagnostics.analysis.critpath.edges import KIND_NAMES, narrowest, path_edges
+from tb_diagnostics.analysis.critpath.labels import host_labels
+from tb_diagnostics.analysis.critpath.names import LaneEvents
+from tb_diagnostics.analysis.critpath.segments import PathContext, block_segments
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.columns import gather
@@ -111,63 +112,43 @@ def _walk(pred: np.ndarray, reach: np.ndarray, ends: np.ndarray, lo: np.ndarray,
     ``reach`` is at or before the step's ``lo`` (kept) or one without a predecessor.
     Every step's walk advances together, a node per numpy pass (10⁶ steps' paths were a
     Python loop per node), while at least :data:`LOCKSTEP_MIN` walks still go."""
-    nodes, steps, depths = [], [], []
+    nodes, steps = [], []
     cur = ends[todo]
     step = todo[cur >= 0]
     cur = cur[cur >= 0]
-    depth = 0
     while cur.size >= LOCKSTEP_MIN:
         nodes.append(cur)
         steps.append(step)
-        depths.append(np.full(cur.size, depth, dtype=np.int64))
         go = ~(reach[cur] <= lo[step])  # NaN bounds go on, as the comparison reads
         nxt = pred[cur[go]]
         step = step[go][nxt >= 0]
         cur = nxt[nxt >= 0]
-        depth += 1
     if cur.size:  # the few walks left, one node at a time
         t_nodes: list[int] = []
         t_steps: list[int] = []
-        t_depths: list[int] = []
         for n, k in zip(cur.tolist(), step.tolist(), strict=True):
-            lo_k, d = float(lo[k]), depth
+            lo_k = float(lo[k])
             while n >= 0:
                 t_nodes.append(n)
                 t_steps.append(k)
-                t_depths.append(d)
                 if reach.item(n) <= lo_k:
                     break
                 n = pred.item(n)
-                d += 1
-        nodes.append(np.asarray(t_nodes, dtype=np.int64))
-        steps.append(np.asarray(t_steps, dtype=np.int64))
-        depths.append(np.asarray(t_depths, dtype=np.int64))
+        nodes.append(np.asarray(t_nodes, dtype=np.result_type(ends, pred)))
+        steps.append(np.asarray(t_steps, dtype=todo.dtype))
     if not nodes:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    node, stp, dep = np.concatenate(nodes), np.concatenate(steps), np.concatenate(depths)
-    order = np.lexsort((dep, stp))
+    node, stp = np.concatenate(nodes), np.concatenate(steps)
+    del nodes, steps
+    # A step's nodes come depth after depth (each pass's, then its walk to the end, if it
+    # is one of the last few), so a stable sort by step is the (step, depth) order.
+    order = np.argsort(stp, kind="stable")
     return node[order], stp[order]
 
 
-def _node_pieces(column: np.ndarray, nodes: np.ndarray, real: np.ndarray, dtype: Any,
-                 virtual_first: Any, virtual_rest: Any) -> np.ndarray:
-    """A ``(PIECES, nodes)`` column of the path's ``nodes``, node after node (``column``
-    for the real ones; for the virtual ones past it, ``virtual_first`` then
-    ``virtual_rest``), without a copy of the whole column with the virtual nodes."""
-    out = np.empty((nodes.shape[0], column.shape[0]), dtype=dtype)
-    out[real] = column[:, nodes[real]].T
-    out[~real, 0] = virtual_first
-    out[~real, 1:] = virtual_rest
-    return out.ravel()
-
-
-def _reindexed(cols: list[np.ndarray], index: np.ndarray) -> list[np.ndarray]:
-    """``cols``, each indexed by ``index``, replaced in the list one after the other: with
-    the list holding the only references, each old column is freed before the next new
-    one is made (a 10⁶-step span's piece columns are 100 MB each)."""
-    for i in range(len(cols)):
-        cols[i] = cols[i][index]
-    return cols
+#: Steps whose segments are cut at a time (:mod:`.segments`): the temporaries of a block
+#: are a few arrays of its pieces, whatever the span's length.
+BLOCK_STEPS = 1 << 15
 
 
 @computed
@@ -185,106 +166,83 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     at = np.searchsorted(e.h_time[on], hi, side="left") - 1
     # (a thread with no timepoint at all: nothing binds the host's end)
     v_pred = gather(on, at, NO_ID).astype(np.int64)
+    del on, at
     v_t0 = gather(e.h_time, v_pred, np.nan)
-    pred = np.concatenate([e.pred, v_pred]).astype(np.int64, copy=False)
-    reach = np.nan_to_num(np.concatenate([e.reach, v_t0]), nan=np.inf)
+    # In the edges' dtype (int32 below 2^31 nodes, with the virtual ones): 20 MB of a
+    # 10⁶-step span's walk, not 40.
+    pred = np.concatenate([e.pred, v_pred.astype(e.pred.dtype)])
+    reach = np.concatenate([e.reach, v_t0])
+    np.nan_to_num(reach, copy=False, nan=np.inf)
+    del v_pred
+    # The walk's copies are all it reads of them: the edges' own go now.
+    e = replace(e, pred=np.zeros(0, e.pred.dtype), reach=np.zeros(0))
     end_node = np.where(device_ends, e.n_host + last_act, n_nodes + np.arange(n_steps))
-    todo_a = np.flatnonzero(hi > lo).astype(np.int64)
-    nodes, steps = _walk(pred, reach, end_node.astype(np.int64), lo.astype(np.float64),
-                         todo_a)
-    # Each big array is dropped once its last use is past: the walk of a 10⁶-step span
-    # held 1.3 GB at once, its edges, its pieces and their sorted copies.
-    del pred, reach
-
-    # The pieces in path order (node after node, each node's pieces latest first), then
-    # per step the remainder down to its start. A virtual node's pieces: the host's, back
-    # to the thread's last timepoint, named after the step.
-    p = e.t0.shape[0]
+    # Node and step numbers as int32 where they fit: the walk's lists of them, and its
+    # nodes and steps held through the blocks, are half as big.
+    todo_a = np.flatnonzero(hi > lo).astype(narrowest(n_steps, np.int32))
+    nodes, steps = _walk(pred, reach, end_node.astype(narrowest(n_nodes + n_steps, np.int32)),
+                         lo.astype(np.float64), todo_a)
+    del pred, reach, end_node, last_act, last_end
+    # Only the walked nodes' pieces are read from here on (half of a 10⁶-step span's
+    # nodes: 60 MB less held through the blocks), renumbered, the virtual nodes after them.
+    seen = np.zeros(n_nodes, dtype=bool)
     real = nodes < n_nodes
-    virt = nodes[~real] - n_nodes
-    pt0 = _node_pieces(e.t0, nodes, real, np.float64, v_t0[virt], np.nan)
-    pk = _node_pieces(e.kind, nodes, real, np.result_type(e.kind, np.int8), HOST, HOST)
-    pr = _node_pieces(e.row, nodes, real, np.result_type(e.row, step_rows),
-                      step_rows[virt], step_rows[virt][:, None])
-    pl = _node_pieces(e.lane, nodes, real, np.result_type(e.lane, np.int64), lane, lane)
-    del e, nodes, real, virt
-    ps = np.repeat(steps, p)
-    pt0 = np.concatenate([pt0, lo[todo_a]])
-    pk = np.concatenate([pk, np.full(todo_a.size, HOST, np.int8)])
-    pr = np.concatenate([pr, step_rows[todo_a]])
-    pl = np.concatenate([pl, np.full(todo_a.size, lane)])
-    ps = np.concatenate([ps, todo_a])
-    # Both parts are in step order, so a stable sort by step (two sorted runs: one merge)
-    # puts each step's remainder after its nodes' pieces.
-    order = np.argsort(ps, kind="stable")
-    ok = ~np.isnan(pt0[order])
-    order = order[ok]
-    cols = [pt0, pk, pr, pl, ps]
-    del ok, pt0, pk, pr, pl, ps
-    pt0, pk, pr, pl, ps = _reindexed(cols, order)
-    del order, cols
+    seen[nodes[real]] = True
+    rank = np.cumsum(seen, dtype=narrowest(n_nodes + n_steps, np.int32))
+    n_walked = int(rank[-1]) if n_nodes else 0
+    # (steps below 2^31: int32, as the node numbers below 2^31 nodes)
+    nodes = np.where(real, rank[np.minimum(nodes, n_nodes - 1)] - 1 if n_nodes else nodes,
+                     nodes - n_nodes + n_walked).astype(rank.dtype)
+    del real, rank
+    e = e.only(seen)
+    n_nodes = n_walked
+    del seen
 
-    # Clip to the window, and make each piece start no later than the one before it:
-    # per step, a running minimum, with the steps offset so that they never mix.
-    lo_s, hi_s = lo[ps], hi[ps]
-    rel = np.clip(pt0, lo_s, hi_s) - lo_s
-    span = float((hi - lo).max()) + 1.0 if n_steps else 1.0
-    cum = np.minimum.accumulate(rel - span * ps)
-    bound = cum + span * ps + lo_s
-    prev = np.empty_like(bound)
-    if bound.size:
-        prev[1:] = bound[:-1]
-        first = np.ones(ps.size, dtype=bool)
-        first[1:] = ps[1:] != ps[:-1]
-        prev[first] = hi_s[first]
-    keep = prev > bound
-    del rel, cum, lo_s, hi_s, pt0
-    s = bound[keep]
-    del bound
-    en = prev[keep]
-    del prev
-    cols = [pk, pr, pl, ps]
-    del pk, pr, pl, ps
-    pk, pr, pl, ps = _reindexed(cols, keep)
-    del cols
-
-    # Host stretches: the DataLoader's and collectives' parts.
-    host = (pk == HOST) & (pl >= 0)
-    hidx = np.flatnonzero(host)
-    piece, hs_, he, hk, hr = split_host(s[hidx], en[hidx], pl[hidx], pr[hidx],
-                                        host_labels(analysis))
-    h_lane = pl[hidx][piece]
-    plain = hk == HOST
-    hr[plain] = host_names(analysis, hs_[plain], he[plain], h_lane[plain], hr[plain])
-    # A thread that records nothing but its step while another thread runs a collective
-    # waits for it (as the step's idle split counts it): that time is comm.
-    bare = np.flatnonzero(plain & np.isin(hr, analysis.host_steps.rows))
-    if bare.size and analysis.comm_rows.size:
-        sub, bs, be, bk, br = split_host(hs_[bare], he[bare], h_lane[bare], hr[bare],
-                                         other_threads_comm(analysis, h_lane[bare]))
-        mine = bk == HOST  # the thread's own time among the parts: named again
-        br[mine] = host_names(analysis, bs[mine], be[mine], h_lane[bare][sub][mine], br[mine])
-        keep = np.ones(piece.size, dtype=bool)
-        keep[bare] = False
-        piece = np.concatenate([piece[keep], piece[bare][sub]])
-        hs_, he = np.concatenate([hs_[keep], bs]), np.concatenate([he[keep], be])
-        hk, hr = np.concatenate([hk[keep], bk]), np.concatenate([hr[keep], br])
-    other = np.flatnonzero(~host)
-    seg_step = np.concatenate([ps[other], ps[hidx][piece]])
-    seg_s = np.concatenate([s[other], hs_])
-    seg_e = np.concatenate([en[other], he])
-    seg_k = np.concatenate([pk[other], hk]).astype(np.int8)
-    seg_r = np.concatenate([pr[other], hr]).astype(np.int64)
-    order = np.lexsort((seg_s, seg_step))
-    seg_step, seg_s, seg_e = seg_step[order], seg_s[order], seg_e[order]
-    seg_k, seg_r = seg_k[order], seg_r[order]
-    dur = seg_e - seg_s
+    m = analysis.model
+    is_step = np.zeros(len(m) + 1, dtype=bool)  # the last: row -1, no step
+    is_step[analysis.host_steps.rows.astype(np.int64, copy=False)] = True
+    ctx = PathContext(edges=e, n_nodes=n_nodes, v_t0=v_t0, step_rows=step_rows, lane=lane,
+                      lo=lo, hi=hi,
+                      span=float((hi - lo).max()) + 1.0 if n_steps else 1.0,
+                      labels=host_labels(analysis), events=LaneEvents(analysis),
+                      is_step=is_step)
+    del e
     n_k = len(KIND_NAMES)
-    by_kind = np.bincount(seg_step * n_k + seg_k, weights=dur,
-                          minlength=n_steps * n_k).reshape(n_steps, n_k)
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(seg_step, minlength=n_steps))])
-    return CriticalPaths(offsets=offsets.astype(np.int64), kind=seg_k, row=seg_r,
-                         start=seg_s, dur=dur, by_kind=by_kind,
+    by_kind = np.zeros((n_steps, n_k))
+    counts = np.zeros(n_steps, dtype=np.int64)
+    parts: list[tuple[np.ndarray, ...]] = []
+    cuts = np.arange(0, n_steps + BLOCK_STEPS, BLOCK_STEPS).clip(max=n_steps)
+    at_node = np.searchsorted(steps, cuts)
+    at_todo = np.searchsorted(todo_a, cuts)
+    for b in range(cuts.size - 1):
+        b0, b1 = int(cuts[b]), int(cuts[b + 1])
+        if b1 <= b0:
+            continue
+        seg_step, seg_s, seg_e, seg_k, seg_r = block_segments(
+            analysis, ctx, nodes[at_node[b]:at_node[b + 1]],
+            steps[at_node[b]:at_node[b + 1]], todo_a[at_todo[b]:at_todo[b + 1]])
+        dur = seg_e - seg_s
+        local = seg_step - b0
+        # Per step the same additions in the same order as over all steps at once.
+        by_kind[b0:b1] = np.bincount(local * n_k + seg_k, weights=dur,
+                                     minlength=(b1 - b0) * n_k).reshape(b1 - b0, n_k)
+        counts[b0:b1] = np.bincount(local, minlength=b1 - b0)
+        parts.append((seg_k, seg_r, seg_s, dur))
+    del ctx, nodes, steps
+    kind, row, start, dur = (_joined(parts, i, dt) for i, dt in
+                             enumerate((np.int8, np.int64, np.float64, np.float64)))
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return CriticalPaths(offsets=offsets.astype(np.int64), kind=kind, row=row,
+                         start=start, dur=dur, by_kind=by_kind,
                          # The two strings themselves, not a str per step (numpy's
                          # tolist makes one each: 58 MB on a span of 10⁶ steps).
                          ended_by=list(map(_ENDED_BY.__getitem__, device_ends.tolist())))
+
+
+def _joined(parts: list[tuple[np.ndarray, ...]], i: int, dtype: Any) -> np.ndarray:
+    """Column ``i`` of every block, as one array; each block's own is dropped once copied
+    (the blocks and the whole are not held twice over, column after column)."""
+    out = np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=dtype)
+    for k, p in enumerate(parts):
+        parts[k] = (*p[:i], None, *p[i + 1:])
+    return out
