@@ -27,6 +27,7 @@ import numpy as np
 
 from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import Intervals, union_sorted
+from tb_diagnostics.analysis.replay import grouped
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import outermost_op
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD
@@ -146,7 +147,7 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
     r_start = u_start[first]
     r_end = np.full(n, -np.inf)
     on_lane = u_lane == r_lane[unit_region]
-    np.fmax.at(r_end, unit_region[on_lane], u_end[on_lane])
+    grouped.at(np.fmax, r_end, unit_region[on_lane], u_end[on_lane])
 
     # Per lane and region: first unit's start to last unit's end.
     ext = [[], [], [], []]
@@ -155,8 +156,8 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
         reg = unit_region[on]
         s = np.full(n, np.inf)
         e = np.full(n, -np.inf)
-        np.fmin.at(s, reg, u_start[on])
-        np.fmax.at(e, reg, u_end[on])
+        grouped.at(np.fmin, s, reg, u_start[on])
+        grouped.at(np.fmax, e, reg, u_end[on])
         got = np.flatnonzero(np.isfinite(s))
         got = got[np.argsort(s[got], kind="stable")]
         for col, v in zip(ext, (np.full(got.size, lane), got, s[got], e[got]), strict=True):
@@ -168,9 +169,10 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
     has = np.flatnonzero(a_launcher >= 0)
     if has.size and units.size:
         by_row = np.argsort(units)
+        sorted_units = units[by_row]
         au = unit_of(a_launcher[has])
-        pos = np.minimum(np.searchsorted(units[by_row], au), units.size - 1)
-        hit = units[by_row][pos] == au
+        pos = np.minimum(np.searchsorted(sorted_units, au), units.size - 1)
+        hit = sorted_units[pos] == au
         a_region[has[hit]] = unit_region[by_row][pos[hit]]
     return CaptureRegions(step=r_step, lane=r_lane, start=r_start, end=r_end,
                           unit_rows=units, unit_region=unit_region,

@@ -61,13 +61,38 @@ class Nodes:
     """A replay's inputs: the graph's positions and what the change makes of them."""
 
     p: Positions
-    h_first: np.ndarray  # a thread's first timepoint: its recorded time less the removed
-    h_delta: np.ndarray  # host time since the thread's previous timepoint, less the removed
+    h_time: np.ndarray  # recorded
+    #: Per host timepoint, the removed host time on its lane before it; None where the
+    #: change removes none (the recorded times then stand, bit for bit).
+    h_removed: np.ndarray | None
     h_since: np.ndarray  # removed host time since the anchor
     h_waits: np.ndarray  # bool: a sync still waits for the activity that released it
     h_join_after: np.ndarray
     a_gap: np.ndarray
     a_dur: np.ndarray
+
+    # The two below are computed for the timepoints a stretch visits, not kept for all:
+    # two arrays of every timepoint less per replay (10⁶ steps: 4 M timepoints, 32 MB each).
+
+    def h_first(self, ix: np.ndarray) -> np.ndarray:
+        """Timepoints ``ix``' recorded times less the removed (a thread's first stays
+        there)."""
+        t = self.h_time[ix]
+        if self.h_removed is not None:
+            t -= self.h_removed[ix]
+        return t
+
+    def h_delta(self, ix: np.ndarray) -> np.ndarray:
+        """The host time of timepoints ``ix`` since their thread's previous one, less the
+        removed (0.0 for a thread's first)."""
+        pred = self.p.h_pred_node[ix]
+        has = pred >= 0
+        k = np.where(has, pred, 0)
+        d = self.h_time[ix] - self.h_time[k]
+        if self.h_removed is not None:
+            r = self.h_removed
+            d -= r[ix] - r[k]
+        return np.where(has, d, 0.0)
 
 
 def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
