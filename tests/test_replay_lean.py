@@ -98,3 +98,29 @@ def test_a_rows_activity_by_table_is_the_binary_searchs(busy):
     got = np.where(rows >= 0, table[np.maximum(rows, 0)], -1)
     assert np.array_equal(got >= 0, is_act)
     assert np.array_equal(got[is_act], at[is_act])
+
+
+def test_per_lane_union_sorts_only_what_is_not_sorted():
+    from tb_diagnostics.analysis.intervals import union
+    from tb_diagnostics.analysis.replay.capture import per_lane_union
+
+    lane = np.asarray([3, 1, 3, 3, 1, 1])
+    start = np.asarray([5.0, 2.0, 1.0, 9.0, 0.0, 2.0])
+    end = np.asarray([7.0, 4.0, 6.0, 9.5, 1.0, 3.0])
+    got = per_lane_union(lane, start, end)
+    assert list(got) == [1, 3]
+    for x, iv in got.items():
+        on = lane == x
+        want = union(start[on], end[on])
+        assert iv.start.tolist() == want.start.tolist() and iv.end.tolist() == want.end.tolist()
+    assert per_lane_union(lane[:0], start[:0], end[:0]) == {}
+
+
+def test_a_graph_column_of_one_value_is_one_value(busy):
+    """A span with one stream per device keeps no per-activity column of -1 (no other
+    stream's activity to wait for), and the replay reads it as the column it stands for."""
+    g = replay_graph(busy)
+    for name in ("h_time", "a_start", "order_index"):
+        assert getattr(g, name).strides != (0,)  # real columns stay columns
+    assert g.a_fixed.strides == (0,) and not g.a_fixed.flags.writeable
+    assert not g.a_fixed.any() and g.a_fixed.shape == g.a_start.shape

@@ -139,15 +139,19 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
     cuts = np.searchsorted(cut_times, u_start, side="right")
     new = np.ones(units.size, dtype=bool)
     new[1:] = (step[1:] != step[:-1]) | (cuts[1:] != cuts[:-1])
+    del cuts, cut_times
     unit_region = np.cumsum(new) - 1
     n = int(unit_region[-1]) + 1 if units.size else 0
     first = np.flatnonzero(new)
+    del new
     r_lane = u_lane[first]
     r_step = step[first]
     r_start = u_start[first]
+    del first, step
     r_end = np.full(n, -np.inf)
     on_lane = u_lane == r_lane[unit_region]
     grouped.at(np.fmax, r_end, unit_region[on_lane], u_end[on_lane])
+    del on_lane
 
     # Per lane and region: first unit's start to last unit's end.
     ext = [[], [], [], []]
@@ -164,6 +168,7 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
             col.append(v)
     ext_lane, ext_region, ext_start, ext_end = (
         np.concatenate(c) if c else np.zeros(0) for c in ext)
+    del ext, u_start, u_end, u_lane
 
     a_region = np.full(acts.shape[0], -1, dtype=np.int64)
     has = np.flatnonzero(a_launcher >= 0)
@@ -187,8 +192,11 @@ def per_lane_union(lane: np.ndarray, start: np.ndarray,
     out = {}
     for x in sorted_sets.unique(lane).tolist():
         on = np.flatnonzero(lane == x)
-        on = on[np.argsort(start[on], kind="stable")]
-        iv = union_sorted(start[on], end[on])
+        s = start[on]
+        if s.shape[0] > 1 and not bool(np.all(s[1:] >= s[:-1])):
+            on = on[np.argsort(s, kind="stable")]  # else the identity: no sort
+            s = start[on]
+        iv = union_sorted(s, end[on])
         if len(iv):
             out[int(x)] = iv
     return out

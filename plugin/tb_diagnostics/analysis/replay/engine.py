@@ -34,6 +34,7 @@ from tb_diagnostics.analysis.replay.order import Nodes, Positions, positions
 from tb_diagnostics.analysis.replay.stretches import MIN_VECTOR_NODES, run
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.steps import device_partition
+from tb_diagnostics.trace.columns import constant
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,10 @@ class Replayed:
         return self.hi - self.lo
 
 
-def _zeros(n: int, dtype: type = np.float64) -> np.ndarray:
-    """``n`` zeros (False), read-only, in no memory: a change's per-timepoint figure that
-    is the same everywhere (a change without removed host time, joins or freed syncs)."""
-    return np.broadcast_to(np.zeros(1, dtype=dtype), (n,))
+def _zeros(n: int) -> np.ndarray:
+    """``n`` zeros, read-only, in no memory: a change's per-timepoint figure that is the
+    same everywhere (a change without removed host time or joins)."""
+    return constant(0.0, n, np.float64)
 
 
 def _removed_before(g: ReplayGraph, change: Change) -> tuple[np.ndarray | None, np.ndarray]:
@@ -146,7 +147,7 @@ def _run(analysis: SpanAnalysis, change: Change | None, min_vector: int) -> np.n
     if change.stream_gap is not None:
         gap = np.where(np.isnan(change.stream_gap), g.a_gap, change.stream_gap)
     n_h = g.h_time.shape[0]
-    waits = np.broadcast_to(np.ones(1, dtype=bool), (n_h,))
+    waits = constant(True, n_h, bool)  # no sync freed
     if change.no_wait:
         # A table by model row (an inferred step's mark has row -1: never freed).
         rows = np.fromiter(change.no_wait, dtype=np.int64, count=len(change.no_wait))

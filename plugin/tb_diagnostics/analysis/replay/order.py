@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.replay.graph import SYNC_END, ReplayGraph
+from tb_diagnostics.trace.columns import one_value
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
     cut_src[h_pos] = h_cut
     cut_src[a_pos] = np.maximum(real(a_cross), np.where(a_any, real(a_dev), -1))
     h_special = (h_anchor >= 0) | (h_pred < 0) | (h_join >= 0) | (h_release >= 0)
-    return Positions(
+    own = dict(
         n=n, dev=dev, node=node, h_pos=h_pos, a_pos=a_pos, h_lane=g.h_lane, h_pred=h_pred,
         h_pred_node=h_pred_node, h_anchor=h_anchor, h_anchor_after=after,
         h_release=h_release, h_tail=g.h_tail, h_join=h_join, a_lane=a_lane,
@@ -159,3 +160,8 @@ def positions(g: ReplayGraph, a_lane: np.ndarray, join_node: np.ndarray,
         a_cross_lat=g.a_cross_lat, a_dev=a_dev, a_dev_end=g.a_dev_end,
         a_floor=g.a_floor, a_start=g.a_start, a_any=a_any, cut_src=cut_src,
         h_sync_src=h_sync_src, h_special=h_special)
+    # A column of one value kept as that value (trace.columns.one_value): a span without
+    # syncs, anchors, joins or waits across streams holds none of their edges per node
+    # through every replay (10⁶ steps: 60 MB).
+    return Positions(**{k: one_value(v) if isinstance(v, np.ndarray) else v
+                        for k, v in own.items()})
