@@ -28,10 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from tb_diagnostics.analysis import SpanAnalysis
-from tb_diagnostics.analysis.views.whatif import card_changes, projections, warm_windows
+from tb_diagnostics.analysis.views.whatif import card_changes, projections, warm_index
 from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.lazy_rows import LazyRows, pack
 from tb_diagnostics.report.lifetimes import AFTER_CHANGES, AFTER_PROJECTIONS
@@ -67,9 +65,9 @@ def whatif_section(analysis: SpanAnalysis, findings: Sequence[Any] = (),
     steps = windows.columns.step_list()  # the column, not a view per window
     # Every card's per_step rows share one packed step column (a million steps: once).
     step_column = pack(windows.columns.step if windows.columns.has_steps else steps)
-    warm = warm_windows(analysis)
+    warm = warm_index(analysis)  # an array: every card reads it (a million steps)
     # The warm windows' steps, once for every card (a million steps: one gather).
-    warm_steps = windows.columns.steps_at(np.asarray(warm, dtype=np.int64))
+    warm_steps = windows.columns.steps_at(warm)
     if release:
         card_changes(analysis)
         analysis.release(AFTER_CHANGES)  # what only the changes' builders read

@@ -27,6 +27,7 @@ import numpy as np
 
 from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.intervals import Intervals, union_sorted
+from tb_diagnostics.analysis.replay import grouped
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.hierarchy import outermost_op
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD
@@ -138,15 +139,19 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
     cuts = np.searchsorted(cut_times, u_start, side="right")
     new = np.ones(units.size, dtype=bool)
     new[1:] = (step[1:] != step[:-1]) | (cuts[1:] != cuts[:-1])
+    del cuts, cut_times
     unit_region = np.cumsum(new) - 1
     n = int(unit_region[-1]) + 1 if units.size else 0
     first = np.flatnonzero(new)
+    del new
     r_lane = u_lane[first]
     r_step = step[first]
     r_start = u_start[first]
+    del first, step
     r_end = np.full(n, -np.inf)
     on_lane = u_lane == r_lane[unit_region]
-    np.fmax.at(r_end, unit_region[on_lane], u_end[on_lane])
+    grouped.at(np.fmax, r_end, unit_region[on_lane], u_end[on_lane])
+    del on_lane
 
     # Per lane and region: first unit's start to last unit's end.
     ext = [[], [], [], []]
@@ -155,22 +160,24 @@ def capture_regions(analysis: SpanAnalysis) -> CaptureRegions:
         reg = unit_region[on]
         s = np.full(n, np.inf)
         e = np.full(n, -np.inf)
-        np.fmin.at(s, reg, u_start[on])
-        np.fmax.at(e, reg, u_end[on])
+        grouped.at(np.fmin, s, reg, u_start[on])
+        grouped.at(np.fmax, e, reg, u_end[on])
         got = np.flatnonzero(np.isfinite(s))
         got = got[np.argsort(s[got], kind="stable")]
         for col, v in zip(ext, (np.full(got.size, lane), got, s[got], e[got]), strict=True):
             col.append(v)
     ext_lane, ext_region, ext_start, ext_end = (
         np.concatenate(c) if c else np.zeros(0) for c in ext)
+    del ext, u_start, u_end, u_lane
 
     a_region = np.full(acts.shape[0], -1, dtype=np.int64)
     has = np.flatnonzero(a_launcher >= 0)
     if has.size and units.size:
         by_row = np.argsort(units)
+        sorted_units = units[by_row]
         au = unit_of(a_launcher[has])
-        pos = np.minimum(np.searchsorted(units[by_row], au), units.size - 1)
-        hit = units[by_row][pos] == au
+        pos = np.minimum(np.searchsorted(sorted_units, au), units.size - 1)
+        hit = sorted_units[pos] == au
         a_region[has[hit]] = unit_region[by_row][pos[hit]]
     return CaptureRegions(step=r_step, lane=r_lane, start=r_start, end=r_end,
                           unit_rows=units, unit_region=unit_region,
@@ -185,8 +192,11 @@ def per_lane_union(lane: np.ndarray, start: np.ndarray,
     out = {}
     for x in sorted_sets.unique(lane).tolist():
         on = np.flatnonzero(lane == x)
-        on = on[np.argsort(start[on], kind="stable")]
-        iv = union_sorted(start[on], end[on])
+        s = start[on]
+        if s.shape[0] > 1 and not bool(np.all(s[1:] >= s[:-1])):
+            on = on[np.argsort(s, kind="stable")]  # else the identity: no sort
+            s = start[on]
+        iv = union_sorted(s, end[on])
         if len(iv):
             out[int(x)] = iv
     return out

@@ -106,7 +106,7 @@ def _removed(analysis: SpanAnalysis, regions: Regions | list[Region],
                             count=len(regions))
         ops = np.concatenate([r.ops for r in regions]).astype(np.int64)
         lanes = np.fromiter((r.lane for r in regions), dtype=np.int64, count=len(regions))
-    lane = np.repeat(lanes, sizes)
+    # Each temporary is a column of every op (10⁶ steps: 8 MB): dropped past its last use.
     first = np.cumsum(sizes) - sizes
     last = first + sizes - 1  # a region has an op at least
     s = m.start[ops].astype(np.float64)
@@ -114,6 +114,7 @@ def _removed(analysis: SpanAnalysis, regions: Regions | list[Region],
     seg_end = np.empty_like(s)
     seg_end[:-1] = s[1:]
     seg_end[last] = np.maximum.reduceat(m.end[ops], first).astype(np.float64)
+    del first, ops
     room = seg_end - s
     # A copy either way (the carries go into it): one array per region, or their column.
     want = (keep if isinstance(keep, np.ndarray) else np.concatenate(keep)).astype(np.float64)
@@ -124,6 +125,7 @@ def _removed(analysis: SpanAnalysis, regions: Regions | list[Region],
     region_end = np.repeat(last + 1, sizes)
     over = want > room
     over[last] = False
+    del last
     done = 0
     for i in np.flatnonzero(over).tolist():
         if i < done:
@@ -137,15 +139,23 @@ def _removed(analysis: SpanAnalysis, regions: Regions | list[Region],
             if carry == 0.0:
                 break
         done = i
+    del region_end, over
     kept_end = s + np.minimum(want, room)
+    del s, want, room
     left = kept_end < seg_end
+    lane = np.repeat(lanes, sizes)
     out = {}
     seen, at = np.unique(lanes, return_index=True)
     for ln in seen[np.argsort(at)].tolist():  # lanes in the regions' order
         sel = left & (lane == ln)
         ks, ke = kept_end[sel], seg_end[sel]
-        order = np.argsort(ks, kind="stable")
-        iv = union_sorted(ks[order], ke[order])
+        del sel
+        if ks.shape[0] > 1 and not bool(np.all(ks[1:] >= ks[:-1])):
+            order = np.argsort(ks, kind="stable")  # else the identity: no sort, no copy
+            ks, ke = ks[order], ke[order]
+            del order
+        iv = union_sorted(ks, ke)
+        del ks, ke
         if iv.total > 0:
             out[ln] = iv
     return out
@@ -193,7 +203,8 @@ def compile_graphs_change(analysis: SpanAnalysis) -> Change | None:
     graphs = graphs_change(analysis, launch_us=LOOKUP_US + GRAPH_LAUNCH_US)
     if graphs is None:
         return None
-    compiled = compile_change(analysis)
-    scale = None if compiled is None else compiled.device_scale
+    # The compile change's fused kernels: its device factors, not the whole change again
+    # (where that change is None, so are they).
+    scale = _device_scale(analysis, compile_regions(analysis))
     return Change(removed_host=graphs.removed_host, no_wait=graphs.no_wait,
                   device_scale=scale, stream_gap=graphs.stream_gap)

@@ -150,16 +150,23 @@ def compile_regions(analysis: SpanAnalysis) -> Regions:
     acts = m.device_activity_rows
     if analysis.cpu_only or not acts.size:
         return Regions.empty()
+    # Every temporary below is a column of 10⁶ ops or activities at 10⁶ steps (8 MB):
+    # each is dropped past its last use (about 30 were held at once, the what-if cards'
+    # peak).
     launcher = m.launcher[acts]
     top = np.where(launcher >= 0, outermost_op(analysis)[np.maximum(launcher, 0)], -1)
     breaks = _breaks(analysis)
     ok = (top >= 0) & ~_graph_launched(analysis, launcher) & ~np.isin(top, breaks)
+    del launcher
     if ok.any():
         ok[ok] = ~_already_compiled(analysis, top[ok].astype(np.int64))
     if not ok.any():
         return Regions.empty()
     cand = np.flatnonzero(ok)
-    ops = sorted_sets.unique(top[cand]).astype(np.int64)
+    del ok
+    cand_op = top[cand].astype(np.int64)
+    del top
+    ops = sorted_sets.unique(cand_op)
     lanes = m.lane[ops].astype(np.int64)
     win = window_of_rows(analysis, ops).astype(np.int64)
     # A graph break splits the thread's ops: count the breaks that start before each op.
@@ -171,25 +178,38 @@ def compile_regions(analysis: SpanAnalysis) -> Regions:
     inner = launching_op(analysis)
     fused_family = _fused_families(analysis, inner)
     group = _group_of(lanes, win, seg)
+    del seg
     # The ops of each group, by start (stable): one sort, not a scan of every op per group.
     grouped = np.lexsort((m.start[ops], group))
     n_groups = int(group.max()) + 1
     g_cut = np.searchsorted(group[grouped], np.arange(n_groups + 1))
-    cols = _regions_columns(analysis, ops, group, grouped, g_cut, cand,
-                            np.searchsorted(ops, top[cand].astype(np.int64)), inner,
+    op_of = np.searchsorted(ops, cand_op)
+    del cand_op
+    cols = _regions_columns(analysis, ops, group, grouped, g_cut, cand, op_of, inner,
                             fused_family)
+    del cand, op_of, group, fused_family
     keep, acts_cut, act_pos, generated, extern = cols
+    del cols
     first = grouped[g_cut[:-1]]
     # By thread, then by first op's start (a stable sort: the groups' order on ties).
     by = np.lexsort((m.start[ops[first]], lanes[first]))
+    lane_col, window_col = lanes[first][by], win[first][by]
+    del lanes, win, first
     op_at = grouped[_ranges(g_cut[by], g_cut[by + 1])]
+    del grouped
     sizes = np.diff(g_cut)[by]
+    del g_cut
+    op_cut = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    del sizes
+    ops, keep = ops[op_at], keep[op_at]
+    del op_at
     act_sizes = np.diff(acts_cut)[by]
-    return Regions(lane=lanes[first][by], window=win[first][by],
-                   op_cut=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                   ops=ops[op_at], keep_us=keep[op_at],
-                   act_cut=np.concatenate([[0], np.cumsum(act_sizes)]).astype(np.int64),
-                   activities=act_pos[_ranges(acts_cut[by], acts_cut[by + 1])],
+    activities = act_pos[_ranges(acts_cut[by], acts_cut[by + 1])]
+    del act_pos
+    act_cut = np.concatenate([[0], np.cumsum(act_sizes)]).astype(np.int64)
+    del act_sizes, acts_cut
+    return Regions(lane=lane_col, window=window_col, op_cut=op_cut, ops=ops, keep_us=keep,
+                   act_cut=act_cut, activities=activities,
                    generated=generated[by].astype(np.int64),
                    extern=extern[by].astype(np.int64))
 
@@ -243,24 +263,31 @@ def _regions_columns(analysis: SpanAnalysis, ops: np.ndarray, group: np.ndarray,
     by_region = np.argsort(act_group, kind="stable")
     act_pos, act_op, act_g = cand[by_region].astype(np.int64), op_of[by_region], \
         act_group[by_region]
+    del act_group, by_region
     acts_cut = np.searchsorted(act_g, np.arange(n_groups + 1))
     # A run of generated kernels per stream, in the order they ran: one kernel each
     # (within a region: by stream, then start, ties in position order).
     rows = acts[act_pos]
     ran = np.lexsort((m.start[rows], m.stream[rows], act_g))
+    del rows
     order, op_i, g = act_pos[ran], act_op[ran], act_g[ran]
+    del ran, act_op, act_g
     stream, gen = m.stream[acts[order]], fused[order]
     after_gen = np.zeros(order.shape[0], dtype=bool)  # the kernel before: generated, same
     after_gen[1:] = gen[:-1] & (stream[1:] == stream[:-1]) & (g[1:] == g[:-1])  # stream
     run_first = gen & ~after_gen
+    del stream, after_gen
     # An extern call: its launching op's host time, once per op call (its first kernel).
     op = np.where(inner[order] >= 0, inner[order], ops[op_i]).astype(np.int64)
+    del order
     ext = np.flatnonzero(~gen)
+    del gen
     stride = int(op.max()) + 1 if op.size else 1
     ext = ext[np.sort(np.unique(g[ext] * stride + op[ext], return_index=True)[1])]
-    cost = np.zeros(order.shape[0])
+    cost = np.zeros(op_i.shape[0])
     cost[run_first] = GENERATED_LAUNCH_US + WRAPPER_US
     cost[ext] = m.dur[op[ext]] + WRAPPER_US
+    del op
     at = np.sort(np.concatenate([np.flatnonzero(run_first), ext]))
     keep = np.zeros(ops.shape[0])
     np.add.at(keep, op_i[at], cost[at])  # in the order the kernels ran: the same sums

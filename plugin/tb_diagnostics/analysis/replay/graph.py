@@ -37,6 +37,7 @@ recorded times it reproduces, so a change to some of them can be replayed:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ from tb_diagnostics.analysis.replay.unseen import waited_unseen
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD, Kind
-from tb_diagnostics.trace.columns import narrow_ids
+from tb_diagnostics.trace.columns import narrow_ids, one_value
 from tb_diagnostics.trace.model import NO_ID
 
 #: Timepoint kinds on a host thread, in their order at equal times.
@@ -376,7 +377,7 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     # timepoints and activities are far fewer than 2³¹), its kinds as int8 (110 of its
     # 290 MB at 10⁶ steps).
     n32 = narrow_ids
-    return ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind.astype(np.int8),
+    return _one_values(ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind.astype(np.int8),
                        h_row=n32(h_row), h_release=n32(h_release), h_tail=h_tail,
                        h_anchor=n32(h_anchor), a_start=a_start, a_dur=a_dur,
                        a_launch=n32(a_launch), a_prev=n32(a_prev), a_cross=n32(a_cross),
@@ -384,5 +385,14 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
                        a_dev_end=a_dev_end, a_floor=a_floor, a_fixed=a_fixed,
                        launch_latency_us=latency, stream_gap_us=gap,
                        order_device=is_dev[order], order_index=n32(index[order]),
-                       mark_start=n32(mark_start), mark_end=n32(mark_end))
+                       mark_start=n32(mark_start), mark_end=n32(mark_end)))
+
+
+def _one_values(g: ReplayGraph) -> ReplayGraph:
+    """``g`` with each column of one value kept as that value (``trace.columns.one_value``):
+    a span without syncs, other threads or other streams holds no column of -1 per
+    timepoint or activity through every replay."""
+    return dataclasses.replace(g, **{f.name: one_value(getattr(g, f.name))
+                                     for f in dataclasses.fields(g)
+                                     if isinstance(getattr(g, f.name), np.ndarray)})
 

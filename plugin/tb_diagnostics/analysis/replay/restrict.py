@@ -12,6 +12,8 @@ keeps its time, the syncs wait, and the device activities run as recorded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tb_diagnostics.analysis.intervals import Intervals, holds, intersect, union_sorted
@@ -28,10 +30,11 @@ def _host_ranges(analysis: SpanAnalysis, keep: np.ndarray) -> Intervals:
     return union_sorted(start[keep], nxt[keep])
 
 
-def within_windows(analysis: SpanAnalysis, change: Change, windows: list[int]) -> Change:
+def within_windows(analysis: SpanAnalysis, change: Change,
+                   windows: Sequence[int] | np.ndarray) -> Change:
     """``change`` acting only inside ``windows`` (all of them: the change itself)."""
     n = len(analysis.windows)
-    if not len(analysis.host_steps) or len(windows) >= n or not windows:
+    if not len(analysis.host_steps) or len(windows) >= n or not len(windows):
         return change
     keep = np.zeros(n, dtype=bool)
     keep[windows] = True

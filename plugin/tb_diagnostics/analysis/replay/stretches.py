@@ -204,7 +204,7 @@ def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
         f = np.flatnonzero(first & has_init)
         init[f] = V[gp.h_pred[hs[f]]]
         x = np.full(hs.size, -np.inf)
-        a = nd.h_delta[hs]
+        a = nd.h_delta(hs)
         # Only a few timepoints are more than the previous one plus the time between.
         k = np.flatnonzero(gp.h_special[hs])
         i = hs[k]
@@ -219,7 +219,7 @@ def _vector_stretch(st: _State, b0: int, b1: int) -> bool:
         xk[is_join] = V[join[is_join]] + nd.h_join_after[i][is_join]
         ak[is_join] = 0.0
         alone = (anchor < 0) & ~has_init[k]
-        xk[alone] = nd.h_first[i][alone]
+        xk[alone] = nd.h_first(i[alone])
         on = anchor >= 0
         xk[on] = (V[anchor[on]] + gp.h_anchor_after[i][on]) - nd.h_since[i][on]
         ak[on] = 0.0
@@ -279,7 +279,7 @@ def _loop_block(st: _State, b0: int, b1: int) -> None:
     (h_pred, h_anchor, h_rel, h_join, a_launch, a_prev, a_cross, a_dev) = map(local, refs)
     v = V[ext].tolist() + [0.0] * (b1 - b0)
     sv = S[ext].tolist() + [0.0] * (b1 - b0)
-    h_first, h_delta = nd.h_first[hs].tolist(), nd.h_delta[hs].tolist()
+    h_first, h_delta = nd.h_first(hs).tolist(), nd.h_delta(hs).tolist()
     h_after, h_since = gp.h_anchor_after[hs].tolist(), nd.h_since[hs].tolist()
     h_tail, h_waits = gp.h_tail[hs].tolist(), nd.h_waits[hs].tolist()
     h_join_after = nd.h_join_after[hs].tolist()

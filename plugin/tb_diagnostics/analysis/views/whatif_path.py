@@ -140,19 +140,35 @@ def segment_cuts(analysis: SpanAnalysis, change: Change,
                if len(iv)}
     w_s, w_e = _freed_waits(analysis, change)
     waits = union(w_s, w_e) if w_s.size else None
+    act_of_row = None
+    if change.device_scale is not None or change.stream_gap is not None:
+        act_of_row = _activity_of_row(analysis)
     cut = np.zeros(idx.shape[0])
     freed = np.zeros(idx.shape[0])
     for lo in range(0, idx.shape[0], SEGMENT_CHUNK):
         hi = min(lo + SEGMENT_CHUNK, idx.shape[0])
-        cut[lo:hi], freed[lo:hi] = _chunk_cuts(analysis, change, idx[lo:hi], removed, waits)
+        cut[lo:hi], freed[lo:hi] = _chunk_cuts(analysis, change, idx[lo:hi], removed, waits,
+                                               act_of_row)
     return cut, freed
+
+
+def _activity_of_row(analysis: SpanAnalysis) -> np.ndarray:
+    """Per model row, its index among the device activities (-1: none): one gather per
+    segment, not a binary search of the activities (10⁶ steps: 8 M segments a card)."""
+    m = analysis.model
+    acts = m.device_activity_rows
+    ix = np.int32 if len(m) < 2**31 - 1 else np.int64
+    out = np.full(len(m), -1, dtype=ix)
+    out[acts] = np.arange(acts.shape[0], dtype=ix)
+    return out
 
 
 def _chunk_cuts(analysis: SpanAnalysis, change: Change, idx: np.ndarray,
                 removed: dict[int, Intervals], waits: Intervals | None,
-                ) -> tuple[np.ndarray, np.ndarray]:
+                act_of_row: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`segment_cuts` of some segments, given the change's host time removed per lane
-    and the device waits it frees (both unioned)."""
+    and the device waits it frees (both unioned), and where the change scales or re-gaps
+    activities, each row's activity index (:func:`_activity_of_row`)."""
     cp = critical_paths(analysis)
     m = analysis.model
     rows, kind = cp.row[idx], cp.kind[idx]
@@ -177,11 +193,12 @@ def _chunk_cuts(analysis: SpanAnalysis, change: Change, idx: np.ndarray,
     if dev.size and waits is not None:
         freed[dev] = _overlap(waits, s[dev], e[dev])
     del dev
-    acts = m.device_activity_rows
-    if acts.size and (change.device_scale is not None or change.stream_gap is not None):
-        at = np.searchsorted(acts, rows)
-        is_act = ok & (at < acts.size)
-        is_act[is_act] = acts[np.minimum(at[is_act], acts.size - 1)] == rows[is_act]
+    if m.device_activity_rows.size and (change.device_scale is not None
+                                        or change.stream_gap is not None):
+        if act_of_row is None:
+            act_of_row = _activity_of_row(analysis)
+        at = gather(act_of_row, rows, -1)
+        is_act = at >= 0
         if change.device_scale is not None:
             fixed = analysis.comm_activity_mask
             faster = np.flatnonzero(is_act & (kind == DEVICE))
