@@ -26,8 +26,9 @@ import numpy as np
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.views.distinct import distinct
+from tb_diagnostics.analysis.views.distinct import DENSE_LIMIT, DENSE_PER_VALUE, distinct
 from tb_diagnostics.trace.categories import Kind
+from tb_diagnostics.trace.columns import gather
 
 #: The outermost op or label above the top name is said ("inside ``forward``") where it
 #: holds at least this share of the top name's time on the path: most of it.
@@ -66,6 +67,15 @@ def segment_indices(analysis: SpanAnalysis, windows: Sequence[int]) -> np.ndarra
     return np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
 
 
+#: Segments :func:`charge` finds the owners and regions of at a time: the temporaries of
+#: a pass over a verdict's segments (millions on a 10⁶-step span) are a block's.
+SEGMENT_BLOCK = 1 << 18
+
+
+def _blocks(n: int) -> list[slice]:
+    return [slice(b, b + SEGMENT_BLOCK) for b in range(0, n, SEGMENT_BLOCK)]
+
+
 def _regions(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     """Per row: the outermost op or user annotation strictly above it on its thread that is
     not a step (``ProfilerStep#N``), or -1."""
@@ -77,24 +87,68 @@ def _regions(analysis: SpanAnalysis, rows: np.ndarray) -> np.ndarray:
     # In the parent column's dtype (int32 but on models past 2^31 rows): a path's segments
     # of one kind may be millions, each a few arrays here.
     out = np.full(rows.shape[0], -1, dtype=m.parent.dtype)
-    cur = m.parent[rows]
-    todo = np.flatnonzero(cur >= 0)
-    while todo.size:  # one level a pass over the rows still climbing: op nesting is shallow
-        r = cur[todo]
-        k = m.kind[r]
-        mark = ((k == Kind.CPU_OP) | (k == Kind.USER_ANNOTATION)) & ~is_step[r]
-        out[todo[mark]] = r[mark]
-        up = m.parent[r]
-        cur[todo] = up
-        todo = todo[up >= 0]
+    for sl in _blocks(rows.shape[0]):
+        block = out[sl]
+        cur = m.parent[rows[sl]]
+        todo = np.flatnonzero(cur >= 0)
+        while todo.size:  # one level a pass over the rows still climbing: nesting is shallow
+            r = cur[todo]
+            k = m.kind[r]
+            mark = ((k == Kind.CPU_OP) | (k == Kind.USER_ANNOTATION)) & ~is_step[r]
+            block[todo[mark]] = r[mark]
+            up = m.parent[r]
+            cur[todo] = up
+            todo = todo[up >= 0]
     return out
+
+
+def _owners(analysis: SpanAnalysis, idx: np.ndarray,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment ``idx``: who it is charged to (the op above its event, else the event;
+    -1: none), whether that is an op, and its (name, kind) key, ``name * kinds + kind``
+    (any value where nobody is charged)."""
+    cp = critical_paths(analysis)
+    m = analysis.model
+    n_k = len(KIND_NAMES)
+    # Rows in the parent column's dtype (int32 but past 2^31 rows), as the model's.
+    who = np.empty(idx.shape[0], dtype=np.result_type(m.parent.dtype, np.int32))
+    is_op = np.empty(idx.shape[0], dtype=bool)
+    key = np.empty(idx.shape[0], dtype=np.int64)
+    for sl in _blocks(idx.shape[0]):
+        at = idx[sl]
+        rows = cp.row[at]
+        ops = op_above(analysis, rows)
+        w = np.where(ops >= 0, ops, rows)
+        who[sl], is_op[sl] = w, ops >= 0
+        key[sl] = gather(m.name, w, 0).astype(np.int64) * n_k + cp.kind[at]
+    return who, is_op, key
+
+
+def _sums(key: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(uniq, total, count, labels)``: the distinct keys (ids times kinds, ≥ 0),
+    ascending; the weight and the number of segments per key (:func:`np.bincount`'s sums,
+    in segment order); each segment's key's index in ``uniq``. ``np.unique``'s, by a
+    table over the keys' range where it is not far past their number (as
+    :func:`~tb_diagnostics.analysis.views.distinct.distinct`), the labels as int32: a
+    10⁶-step span's keys are millions (a step's name each)."""
+    hi = int(key.max()) + 1 if key.size else 0
+    if hi < DENSE_LIMIT and hi <= DENSE_PER_VALUE * key.shape[0] + 4096:
+        present = np.zeros(hi, dtype=bool)
+        present[key] = True
+        code = np.cumsum(present, dtype=np.int32)
+        code -= 1
+        labels = code[key]
+        del code
+        uniq = np.flatnonzero(present)
+    else:
+        uniq, labels = distinct(key)
+    return uniq, np.bincount(labels, weights=weight), np.bincount(labels), labels
 
 
 def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
            limit: int | None = None) -> list[Charged]:
     """Path time ``weight`` (µs, per segment ``idx``) charged by (name, kind), most first
     (``limit`` of them; None: all), each with the outermost op or label it lies inside."""
-    cp = critical_paths(analysis)
     m = analysis.model
     # Copies only where something is dropped: the caller holds the arrays it passes
     # (a verdict's segments of one kind, millions on a 10⁶-step span).
@@ -102,35 +156,29 @@ def charge(analysis: SpanAnalysis, idx: np.ndarray, weight: np.ndarray,
     if not keep.all():
         idx, weight = idx[keep], weight[keep]
     del keep
-    rows = cp.row[idx]
-    ops = op_above(analysis, rows)
-    who = np.where(ops >= 0, ops, rows)
-    del rows
-    is_op = ops >= 0
-    del ops
+    who, is_op, key = _owners(analysis, idx)
+    del idx
     ok = who >= 0
     if not ok.all():
-        idx, weight, who, is_op = idx[ok], weight[ok], who[ok], is_op[ok]
+        weight, who, is_op, key = weight[ok], who[ok], is_op[ok], key[ok]
     del ok  # what the loop below does not read: freed before _inside
-    if not idx.size:
+    if not who.size:
         return []
     n_k = len(KIND_NAMES)
-    key = m.name[who].astype(np.int64) * n_k + cp.kind[idx]
-    uniq, inv = distinct(key)  # np.unique's, by a table over the ids' small range
-    del key, idx
-    total = np.bincount(inv, weights=weight)
-    count = np.bincount(inv)
+    uniq, total, count, labels = _sums(key, weight)
+    del key
     order = np.argsort(-total, kind="stable")
     if limit is not None:
         order = order[:limit]
     steps = analysis.host_steps.rows if len(analysis.host_steps) else np.zeros(0, np.int64)
     out = []
     for t in order.tolist():
-        mine = np.flatnonzero(inv == t)
-        rep = int(who[mine[0]])
-        what = "op" if is_op[mine[0]] else "step" if np.isin(rep, steps) else "event"
+        mine = labels == t  # a mask: a byte a segment, not an index's eight
+        first = int(np.argmax(mine))
+        rep = int(who[first])
+        what = "op" if is_op[first] else "step" if np.isin(rep, steps) else "event"
         # One name on every segment (a step of one op): the arrays themselves, no copies.
-        whole = mine.size == who.size
+        whole = int(count[t]) == who.size
         out.append(Charged(name=m.strings[int(uniq[t]) // n_k], what=what,
                            kind=KIND_NAMES[int(uniq[t]) % n_k], us=float(total[t]),
                            segments=int(count[t]),
