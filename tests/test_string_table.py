@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from conftest import TraceBuilder
 from tb_diagnostics.analysis.step_names import step_numbers
 from tb_diagnostics.trace import load_trace_bytes
 from tb_diagnostics.trace.name_match import ids_matching
-from tb_diagnostics.trace.string_table import StringTable, string_list
+from tb_diagnostics.trace.string_table import StringTable, string_list, strings_nbytes
 
 CASES = [
     [],
@@ -90,3 +91,14 @@ def test_step_numbers_from_the_text_are_those_of_the_list(names):
     assert got[0].dtype == want[0].dtype == np.int32
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
     assert got[1].dtype == np.int64
+
+
+def test_its_memory_is_the_text_and_an_offset_per_string():
+    # What the tab's model cache budgets (server.loader.model_nbytes): a table of 10⁵
+    # step names is its text and offsets, a fraction of the same names as a list.
+    names = [f"ProfilerStep#{k}" for k in range(100_000)]
+    table = StringTable(names)
+    assert strings_nbytes(table) == sys.getsizeof(table.text) + 8 * (len(names) + 1)
+    assert strings_nbytes(names) == sum(len(s) + 56 for s in names)
+    assert strings_nbytes(table) < strings_nbytes(names) / 2
+    assert strings_nbytes(StringTable([])) == sys.getsizeof("") + 8

@@ -43,6 +43,7 @@ from tb_diagnostics.logdir import SpanFile
 from tb_diagnostics.server.pool import LoadPool
 from tb_diagnostics.trace.model import TraceModel
 from tb_diagnostics.trace.stream import OverBudget, inflate_budget
+from tb_diagnostics.trace.string_table import strings_nbytes
 
 _log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def model_nbytes(model: TraceModel) -> int:
     for the analysis' derived views (intervals, indexes, call trees)."""
     arrays = sum(_resident(v) for v in vars(model).values())
     arrays += sum(_resident(v) for v in vars(model.memory).values())
-    strings = sum(len(s) + 56 for s in model.strings)
+    strings = strings_nbytes(model.strings)
     return 2 * (arrays + strings)
 
 

@@ -15,6 +15,7 @@ at a time, and :meth:`StringTable.take` makes many at once.
 from __future__ import annotations
 
 import operator
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
@@ -130,6 +131,14 @@ class StringTable(Sequence[str]):
 
     def __repr__(self) -> str:
         return f"StringTable({self._n} strings)"
+
+
+def strings_nbytes(strings: Sequence[str]) -> int:
+    """About the memory ``strings`` hold: a table's text and offsets, or a list's strings
+    (an object of ~56 bytes each, its characters and the list's pointer)."""
+    if isinstance(strings, StringTable):
+        return sys.getsizeof(strings.text) + 8 * (len(strings) + 1)
+    return sum(len(s) + 56 for s in strings)
 
 
 def string_list(strings: Sequence[str]) -> list[str]:
