@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tb_diagnostics.rules.high_call_count import RULE
+import numpy as np
+
+from tb_diagnostics.rules.high_call_count import RULE, namespaced
 
 
 def _steps(b, calls: int) -> None:
@@ -34,3 +36,14 @@ def test_calls_inside_other_ops_are_not_the_programs(builder):
         for k in range(200):
             builder.op("aten::empty", t0 + 10 + k * 20, 10)
     assert RULE.run(builder.analysis()) == []
+
+
+def test_namespaced_is_the_per_string_test() -> None:
+    """``namespaced`` (each distinct name tested once) is ``'::' in`` each name's string."""
+    strings = ["aten::add", "ProfilerStep#1", "Optimizer.step#SGD.step", "c10d::x", "", "::"]
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 2, 50):
+        ids = rng.integers(0, len(strings), size=size).astype(np.int32)
+        want = np.asarray(["::" in strings[i] for i in ids.tolist()], dtype=bool)
+        got = namespaced(ids, strings)
+        assert got.dtype == bool and np.array_equal(got, want)

@@ -61,9 +61,7 @@ class FlatTree:
 
     def levels(self) -> list[np.ndarray]:
         """The nodes of each depth, in number order (the tree's order within a parent)."""
-        order = np.argsort(self.depth, kind="stable")
-        cut = np.searchsorted(self.depth[order], np.arange(int(self.depth.max()) + 2))
-        return [order[cut[d]:cut[d + 1]] for d in range(cut.shape[0] - 1)]
+        return depth_levels(self.depth)
 
     def name_text(self, node: int, model_strings: list[str]) -> str:
         n = int(self.name[node])
@@ -80,6 +78,20 @@ class FlatTree:
                         count=int(self.count[node]), total_us=float(self.total_us[node]),
                         device_us=float(self.device_us[node]),
                         rows=[first] if first >= 0 else [])
+
+
+def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
+    """The positions of each value 0..max of ``depth`` (non-negative ints), ascending:
+    one stable argsort, on a narrow copy where the values fit (numpy sorts 8- and
+    16-bit ints by radix, int64 by timsort: 4x slower on 10^5 nodes)."""
+    if not depth.size:
+        return []
+    top = int(depth.max())
+    narrow = depth.astype(np.int8) if top < 127 else (
+        depth.astype(np.int16) if top < 32767 else depth)
+    order = np.argsort(narrow, kind="stable")
+    cut = np.searchsorted(narrow[order], np.arange(top + 2))
+    return [order[cut[d]:cut[d + 1]] for d in range(top + 1)]
 
 
 class _Nodes:

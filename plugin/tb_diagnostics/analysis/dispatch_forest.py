@@ -30,6 +30,7 @@ from tb_diagnostics.analysis.dispatch_flat import (
     _host_starts,
     _Nodes,
     _root_name,
+    depth_levels,
     roll_up,
 )
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -74,11 +75,7 @@ class FlatForest:
 
     def levels(self) -> list[np.ndarray]:
         """The nodes of each depth, in number order (the trees' order within a parent)."""
-        if not len(self):
-            return []
-        order = np.argsort(self.depth, kind="stable")
-        cut = np.searchsorted(self.depth[order], np.arange(int(self.depth.max()) + 2))
-        return [order[cut[d]:cut[d + 1]] for d in range(cut.shape[0] - 1)]
+        return depth_levels(self.depth)
 
     def kind_label(self, node: int) -> str:
         k = int(self.kind[node])
@@ -211,10 +208,7 @@ def flat_forest(analysis: SpanAnalysis, lo_w: int = 0, hi_w: int | None = None,
     node_of = np.full(n, -1, dtype=np.int64)
     kind = m.kind[host].astype(np.int64)
     name = m.name[host].astype(np.int64)
-    order = np.argsort(level, kind="stable")
-    cut = np.searchsorted(level[order], np.arange(int(level.max()) + 2 if n else 1))
-    for d in range(cut.shape[0] - 1):  # one pass per nesting level, every window at once
-        at_d = order[cut[d]:cut[d + 1]]
+    for d, at_d in enumerate(depth_levels(level)):  # a pass per level, every window at once
         pid = under[at_d] if d == 0 else node_of[up[at_d]]
         was = nodes.size
         node_of[at_d] = nodes.add(pid, kind[at_d], name[at_d], local[at_d])

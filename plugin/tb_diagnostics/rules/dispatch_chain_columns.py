@@ -87,7 +87,7 @@ def path_chains(analysis: SpanAnalysis, gemm: re.Pattern[str], lo_w: int = 0,
     below[roots] = 0.0  # the step's own time is every chain's and no chain's
     for lv in reversed(levels[1:]):  # path time on and below each node, children in order
         np.add.at(below, f.parent[lv], below[lv])
-        np.logical_or.at(leads, f.parent[lv], leads[lv])
+        leads[f.parent[lv][leads[lv]]] = True  # an OR: logical_or.at was 2x slower
     chain = np.full((n_w, max(len(levels), 1)), -1, dtype=np.int64)
     chain[:, 0] = roots
     cur, on = roots.copy(), np.zeros(n_w)

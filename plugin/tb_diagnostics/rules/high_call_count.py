@@ -25,11 +25,13 @@ How to fix
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import unique
 from tb_diagnostics.analysis.views.hierarchy import innermost_op
 from tb_diagnostics.analysis.views.tables import window_of_rows
 from tb_diagnostics.rules._util import evidence_rows, fmt_us, warm_steps
@@ -52,6 +54,15 @@ class Thresholds:
     max_findings: int = 3
 
 
+def namespaced(name_ids: np.ndarray, strings: Sequence[str]) -> np.ndarray:
+    """Whether each name (a string id) has a ``::`` namespace: each distinct name tested
+    once (a test per string of the model read every step's name too: 10^6 of them on a
+    span of 10^6 steps)."""
+    ids = unique(name_ids)
+    has = np.asarray(["::" in strings[i] for i in ids.tolist()], dtype=bool)
+    return has[np.searchsorted(ids, name_ids)]
+
+
 def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     m = analysis.model
     windows = analysis.windows
@@ -62,9 +73,8 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     # record_function labels such as "Optimizer.step#SGD.step" as ops) or an
     # autograd node; not from inside another ATen/library op.
     inner = innermost_op(analysis)[ops]
-    namespaced = np.asarray(["::" in s for s in m.strings], dtype=bool)
     direct = inner < 0
-    direct |= ~namespaced[m.name[np.maximum(inner, 0)]]
+    direct[~direct] = ~namespaced(m.name[inner[~direct]], m.strings)
     del inner
     rows = ops[direct]
     if not rows.size:
