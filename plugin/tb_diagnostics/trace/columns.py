@@ -154,20 +154,18 @@ def time_order(ts: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
 
 def narrow_ids(column: np.ndarray) -> np.ndarray:
     """int32 when every value fits, else as it is (a constant stays a constant)."""
-    if column.strides == (0,) or column.dtype != np.int64 or not column.size:
+    if column.strides == (0,):
         return column
-    if column.min() >= np.iinfo(np.int32).min and column.max() <= np.iinfo(np.int32).max:
-        return column.astype(np.int32)
-    return column
+    return narrowest_ints(column, (np.int32,))
 
 
 #: The signed integer dtypes :func:`narrowest_ints` picks from, narrowest first.
 _SIGNED = (np.int8, np.int16, np.int32)
 
 
-def narrowest_ints(column: np.ndarray) -> np.ndarray:
-    """An int64 column as the narrowest signed dtype that holds every value (int8, int16,
-    int32, else as it is; a constant stays a constant view): a device index or a stream
+def narrowest_ints(column: np.ndarray, dtypes: tuple[type, ...] = _SIGNED) -> np.ndarray:
+    """An int64 column as the narrowest of ``dtypes`` (signed, narrowest first) that holds
+    every value (else as it is; a constant stays a constant view): a device index or a stream
     needs a byte where int64 spent eight, 4 M rows of each on a span of 10⁶ steps.
     Readers that do arithmetic on such a column cast it first (``device * 2**32``)."""
     if column.dtype != np.int64 or not column.size:
@@ -176,7 +174,7 @@ def narrowest_ints(column: np.ndarray) -> np.ndarray:
         lo = hi = int(column[0])
     else:
         lo, hi = int(column.min()), int(column.max())
-    for dtype in _SIGNED:
+    for dtype in dtypes:
         info = np.iinfo(dtype)
         if info.min <= lo and hi <= info.max:
             if column.strides == (0,):
