@@ -213,3 +213,40 @@ def test_long_lists_of_numbers_are_written_a_chunk_at_a_time(monkeypatch) -> Non
     del doc["name"]
     assert b"".join(json_chunks(doc, 4)) == msgspec.json.format(
         msgspec.json.encode(plain(_copy(doc))), indent=2) + b"\n"
+
+
+def test_a_value_every_row_of_a_chunk_shares_is_encoded_once() -> None:
+    # Constant columns, dicts of them, lists of one length of them and set rows of them
+    # hold one msgspec.Raw per chunk (encoded once, not per row); what varies within the
+    # chunk, a lone surrogate msgspec refuses alone and ABSENT stay values. Every chunk
+    # encodes to the dicts' bytes.
+    n = 6
+    seg = [{"kind": "host", "us": 2.5}]
+    rows = LazyRows.from_columns(
+        ("k", "const", "nested", "segs", "varies_in_chunk", "masked", "bad", "mixed_len"),
+        (list(range(n)), [3.0] * n,
+         dict_column(("a_us", "b"), ([1.5] * n, ["x"] * n), n),
+         [seg] * 3 + [seg * 2] * 3,
+         [0.1, 0.2, 0.2, 0.2, 0.2, 0.2],
+         [None, None, None, 7.25, 7.25, 7.25],
+         ["caf\udce9"] * n,
+         [[1.0], [1.0], [1.0, 1.0], [], [], []]), n)
+    rows = rows.with_layer(("late",), ([ABSENT, ABSENT, ABSENT, 4.0, 4.0, 4.0],))
+    for lo, hi in [(0, 3), (3, 6), (0, 6), (2, 4), (5, 9)]:
+        values = encodable(rows, lo, min(hi, n))
+        assert values is not None
+        assert _encoded(values) == _encoded(rows.rows(lo, min(hi, n)))
+    first = encodable(rows, 0, 3)
+    assert first is not None
+    shared = [{f.encode_name: getattr(r, f.name) for f in msgspec.structs.fields(r)}
+              for r in first]
+    for key in ("const", "nested", "segs", "masked"):  # one object, raw JSON, in each row
+        assert isinstance(shared[0][key], msgspec.Raw)
+        assert all(r[key] is shared[0][key] for r in shared)
+    assert bytes(shared[0]["nested"]) == b'{"a_us":1.5,"b":"x"}'
+    assert bytes(shared[0]["segs"]) == b'[{"kind":"host","us":2.5}]'
+    assert bytes(shared[0]["masked"]) == b"null"
+    assert not isinstance(shared[0]["varies_in_chunk"], msgspec.Raw)
+    assert not isinstance(shared[0]["mixed_len"], msgspec.Raw)
+    assert shared[0]["bad"] == "caf\udce9"  # msgspec refuses it alone: left to the rows
+    assert not rows.materialised

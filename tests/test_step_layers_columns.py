@@ -4,6 +4,7 @@ order, as the per-step loops on a list of step dicts gave."""
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 from rules.conftest import TraceBuilder
@@ -163,5 +164,8 @@ def test_codes_column_keeps_narrow_codes_and_packs_one_code_as_a_constant():
     for one in (np.full(5, 2, dtype=np.int8), constant(2, 5, np.int8)):
         col = codes_column(one, table)
         assert col.take(0, 5) == ["r"] * 5 and col.take(3, 9) == ["r"] * 2
-        assert _column(col, 0, 5) == ["r"] * 5
+        # One code in the chunk: the string encoded once, the same bytes for every row.
+        got = _column(col, 0, 5)
+        assert len(got) == 5 and all(v is got[0] for v in got)
+        assert msgspec.json.encode(got) == msgspec.json.encode(["r"] * 5)
     assert codes_column(np.zeros(0, dtype=np.int8), table).take(0, 3) == []
