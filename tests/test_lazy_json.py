@@ -217,9 +217,9 @@ def test_long_lists_of_numbers_are_written_a_chunk_at_a_time(monkeypatch) -> Non
 
 def test_a_value_every_row_of_a_chunk_shares_is_encoded_once() -> None:
     # Constant columns, dicts of them, lists of one length of them and set rows of them
-    # hold one msgspec.Raw per chunk (encoded once, not per row); what varies within the
-    # chunk, a lone surrogate msgspec refuses alone and ABSENT stay values. Every chunk
-    # encodes to the dicts' bytes.
+    # hold one msgspec.Raw per chunk (encoded once, not per row), a run of such keys one
+    # field; what varies within the chunk, a lone surrogate msgspec refuses alone and
+    # ABSENT stay values. Every chunk encodes to the dicts' bytes.
     n = 6
     seg = [{"kind": "host", "us": 2.5}]
     rows = LazyRows.from_columns(
@@ -238,15 +238,18 @@ def test_a_value_every_row_of_a_chunk_shares_is_encoded_once() -> None:
         assert _encoded(values) == _encoded(rows.rows(lo, min(hi, n)))
     first = encodable(rows, 0, 3)
     assert first is not None
-    shared = [{f.encode_name: getattr(r, f.name) for f in msgspec.structs.fields(r)}
+    fields = [[(f.encode_name, getattr(r, f.name)) for f in msgspec.structs.fields(r)]
               for r in first]
-    for key in ("const", "nested", "segs", "masked"):  # one object, raw JSON, in each row
-        assert isinstance(shared[0][key], msgspec.Raw)
-        assert all(r[key] is shared[0][key] for r in shared)
-    assert bytes(shared[0]["nested"]) == b'{"a_us":1.5,"b":"x"}'
-    assert bytes(shared[0]["segs"]) == b'[{"kind":"host","us":2.5}]'
-    assert bytes(shared[0]["masked"]) == b"null"
-    assert not isinstance(shared[0]["varies_in_chunk"], msgspec.Raw)
-    assert not isinstance(shared[0]["mixed_len"], msgspec.Raw)
-    assert shared[0]["bad"] == "caf\udce9"  # msgspec refuses it alone: left to the rows
+    # "const", "nested", "segs" share one value each: one field, one Raw for all rows,
+    # that writes the three; "masked" alone is one Raw too; the rest stay values.
+    assert [k for k, _ in fields[0]] == ["k", "const", "varies_in_chunk", "masked", "bad",
+                                         "mixed_len"]
+    run, masked = fields[0][1][1], fields[0][3][1]
+    assert isinstance(run, msgspec.Raw) and isinstance(masked, msgspec.Raw)
+    assert all(r[1][1] is run and r[3][1] is masked for r in fields)
+    assert bytes(run) == (b'3.0,"nested":{"a_us":1.5,"b":"x"},'
+                          b'"segs":[{"kind":"host","us":2.5}]')
+    assert bytes(masked) == b"null"
+    assert not isinstance(fields[0][2][1], msgspec.Raw)
+    assert fields[0][4][1] == "caf\udce9"  # msgspec refuses it alone: left to the rows
     assert not rows.materialised
