@@ -41,6 +41,10 @@ class TargetLine:
     status: str  # "PASS", "MISS" or "—" (not measured in this run)
 
 
+#: The error of an ``orjson.loads`` measurement left out (``run_scale.py --orjson-max-mb``).
+NOT_TIMED = "not timed"
+
+
 def ok(m: dict | None) -> bool:
     return m is not None and "error" not in m
 
@@ -51,6 +55,8 @@ def failure(m: dict | None) -> str:
         return "—"
     if m.get("error") == "timeout":
         return f"timeout ({m.get('seconds', 0):.3g} s)"
+    if m.get("error") == NOT_TIMED:
+        return "not timed"
     return f"error: {m.get('error')}"
 
 

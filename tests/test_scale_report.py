@@ -126,3 +126,12 @@ def test_render_holds_every_part():
     assert "| 1,000,000 steps | 534 MB | 18.00 s |" in text
     assert "| 10⁶-step span ≤ 20 s | GPU span, `gen_steps.py` | 18.00 s | **PASS** |" in text
     assert "orjson 3.13.0" in text
+
+
+def test_an_orjson_run_left_out_reads_not_timed() -> None:
+    # run_scale.py --orjson-max-mb 500: the 2 GB rows have no orjson figure, and say so.
+    row = _row("deep", 2000, 2000.0, 11.0, 700.0, orjson=100.0)
+    row["orjson"] = {"error": sr.NOT_TIMED}
+    assert sr.failure(row["orjson"]) == "not timed"
+    assert sr.orjson_ratio(row, "after") is None
+    assert "| not timed | — |" in sr.sizes_table([row], ["after"])
