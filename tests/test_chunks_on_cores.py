@@ -37,6 +37,7 @@ def three_workers(monkeypatch):
     """
     monkeypatch.setattr(coc, "usable_cores", lambda: 4)
     monkeypatch.setattr(coc, "other_threads_running", lambda: False)
+    monkeypatch.setattr(coc, "MIN_PARALLEL_SECONDS", 0.0)  # however quick the chunks
     monkeypatch.delenv("TB_DIAGNOSTICS_SERIAL_WRITE", raising=False)
     pids: list[int] = []
     real_fork = os.fork
@@ -160,5 +161,24 @@ def test_the_report_json_is_the_same_bytes_with_workers(three_workers, monkeypat
     expected = {"spans": [{"span": "1", "steps": _as_list(keys, cols),
                            "numbers": list(range(70_000))}]}
     assert msgspec.json.decode(forked) == msgspec.json.decode(msgspec.json.encode(expected))
+    assert len(three_workers) == 3
+    assert _none_left(three_workers)
+
+
+@linux_only
+def test_a_list_quick_to_encode_is_encoded_here(three_workers, monkeypatch):
+    # Chunk 0 is encoded here and timed: the rest at its pace under MIN_PARALLEL_SECONDS
+    # is not worth a fork (of a process that may hold gigabytes); over it, workers help.
+    import time
+
+    monkeypatch.setattr(coc, "MIN_PARALLEL_SECONDS", 0.1)
+    assert list(coc.chunks_on_cores(_body, 40)) == [_body(k) for k in range(40)]
+    assert three_workers == []
+
+    def slow(k: int) -> bytes:
+        time.sleep(0.01)
+        return _body(k)
+
+    assert list(coc.chunks_on_cores(slow, 40)) == [_body(k) for k in range(40)]
     assert len(three_workers) == 3
     assert _none_left(three_workers)

@@ -3,20 +3,22 @@ million steps spent 15 s of its 57 s in one core encoding its step rows while th
 cores idled).
 
 :func:`chunks_on_cores` gives ``encode(0)``, ``encode(1)``, … ``encode(n - 1)`` in order.
-Where it can, it forks workers that share the process's memory copy-on-write (the packed
-columns the chunks are read from are not copied): with W processes in all, worker w
-encodes chunks w, w + W, w + 2W, … and sends each down its own pipe, while this process
-encodes chunks 0, W, 2W, … and reads the others' as their turn comes. A worker runs at
-most one chunk ahead (its pipe holds one), so memory stays at a chunk per process
-whatever the reader's speed, and the bytes are the same as encoding in one process: the
-same function encodes each chunk.
+This process encodes chunks 0 and 1 and times them. Where the list is worth it, it then
+forks workers that share the process's memory copy-on-write (the packed columns the
+chunks are read from are not copied): with W processes in all, worker w encodes chunks
+2 + w, 2 + w + W, … and sends each down its own pipe, while this process encodes chunks
+2, 2 + W, … and reads the others' as their turn comes. A worker runs at most one chunk
+ahead (its pipe holds one), so memory stays at a chunk per process whatever the reader's
+speed, and the bytes are the same as encoding in one process: the same function encodes
+each chunk.
 
-It encodes in this process alone where fork is not the platform's way (Windows, macOS:
-forking there is unsafe with system frameworks loaded), on one core, for few chunks,
-where another thread runs (a fork copies only the forking thread, not what the others
-hold locked), and under ``TB_DIAGNOSTICS_SERIAL_WRITE=1``. A worker that fails on a chunk
-says so and this process encodes that chunk itself, so an error is raised here, as it
-would be without workers; a worker that dies is replaced by this process too.
+It encodes in this process alone where the rest of the list would take less than
+:data:`MIN_PARALLEL_SECONDS` at the pace of the quicker of chunks 0 and 1, where fork is not the platform's way
+(Windows, macOS: forking there is unsafe with system frameworks loaded), on one core, for
+few chunks, where another thread runs (a fork copies only the forking thread, not what
+the others hold locked), and under ``TB_DIAGNOSTICS_SERIAL_WRITE=1``. A worker that fails
+on a chunk says so and this process encodes that chunk itself, so an error is raised
+here, as it would be without workers; a worker that dies is replaced by this process too.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import IO
 
@@ -34,6 +37,11 @@ from typing import IO
 MIN_CHUNKS = 16
 #: Workers at most (the lists are written a chunk at a time: more would wait on the pipe).
 MAX_WORKERS = 7
+#: A list whose chunks would take less than this in all, at its first chunk's pace, is
+#: encoded here: a fork of a process holding a span of 10⁶ steps (1.4 GB) and the pages
+#: it then copies on write cost 45-90 ms, more than the 7 MB lists of step numbers and
+#: the 48 MB what-if rows of that span take on one core (16-100 ms).
+MIN_PARALLEL_SECONDS = 0.2
 
 _HEADER = struct.Struct("<q")  # a chunk's length, or -1: "encode it yourself"
 _FAILED = -1
@@ -68,15 +76,28 @@ def chunks_on_cores(encode: Callable[[int], bytes], n: int) -> Iterator[bytes]:
         for k in range(n):
             yield encode(k)
         return
+    # The first two chunks here, timed: where the rest would take less than
+    # MIN_PARALLEL_SECONDS at the quicker one's pace (the first may pay for warming up),
+    # they are encoded here too.
+    paces = []
+    for k in range(2):
+        started = time.perf_counter()
+        body = encode(k)
+        paces.append(time.perf_counter() - started)
+        yield body
+    if min(paces) * (n - 2) < MIN_PARALLEL_SECONDS:
+        for k in range(2, n):
+            yield encode(k)
+        return
     total = workers + 1
     pipes: list[tuple[int, IO[bytes] | None]] = []
     finished = False
     try:
         for w in range(1, total):
-            pid, fh = _fork_worker(encode, range(w, n, total))
+            pid, fh = _fork_worker(encode, range(2 + w, n, total))
             pipes.append((pid, fh))
-        for k in range(n):
-            w = k % total
+        for k in range(2, n):
+            w = (k - 2) % total
             if w == 0:
                 yield encode(k)
                 continue
