@@ -37,7 +37,7 @@ import numpy as np
 from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.edges import COMM, DEVICE, HOST, INPUT, LATENCY
-from tb_diagnostics.analysis.intervals import Intervals, length_before, union
+from tb_diagnostics.analysis.intervals import Intervals, covered, union
 from tb_diagnostics.analysis.path_clause import Charged, charge, segment_indices
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -90,8 +90,9 @@ class PathCut:
 
 
 def _overlap(iv: Intervals, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """How much of each [s, e) the (disjoint, sorted) intervals ``iv`` cover."""
-    return np.maximum(length_before(iv, e) - length_before(iv, s), 0.0)
+    """How much of each [s, e) the (disjoint, sorted) intervals ``iv`` cover: ``covered``,
+    which searches a segment's start only where the segment before does not end there."""
+    return covered(iv, s, e)
 
 
 def _covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
