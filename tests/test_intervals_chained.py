@@ -86,3 +86,25 @@ def test_chained_starts_and_the_figures_at_them():
     got = from_previous_ends(np.asarray([1.5, 2.5, 3.5]), every, np.asarray([0]),
                              np.asarray([0.5]))
     assert got.tolist() == [0.5, 1.5, 2.5]
+
+
+@pytest.mark.parametrize("start, end", [
+    ([], []),
+    ([1.0], [2.0]),
+    ([1.0, 3.0, 7.0], [2.0, 5.0, 9.0]),  # a union already: itself
+    ([1.0, 2.0], [2.0, 3.0]),  # touching: merged
+    ([1.0, 1.5], [2.0, 3.0]),  # overlapping
+    ([3.0, 1.0], [4.0, 2.0]),  # out of order
+    ([1.0, 3.0], [1.0, 4.0]),  # an empty one: dropped
+    ([1.0, np.nan], [2.0, 3.0]),
+    ([-0.0, 1.0], [0.5, 2.0]),
+])
+def test_as_union_is_the_union(start, end):
+    from tb_diagnostics.analysis.intervals import as_union
+
+    iv = Intervals(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
+    got, want = as_union(iv), union(iv.start, iv.end)
+    assert _same(got.start, want.start) and _same(got.end, want.end)
+    ints = Intervals(np.asarray([1, 3]), np.asarray([2, 4]))  # not float64: made as before
+    got, want = as_union(ints), union(ints.start, ints.end)
+    assert _same(got.start, want.start) and _same(got.end, want.end)

@@ -58,6 +58,18 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     return _merge_sorted(start[order], end[order])
 
 
+def as_union(iv: Intervals) -> Intervals:
+    """:func:`union` of ``iv``'s intervals: ``iv`` itself where it is one already (float64,
+    each non-empty and starting after the one before ends: what the union gives back, no
+    sort and no copy of a million intervals made)."""
+    s, e = iv.start, iv.end
+    if (isinstance(s, np.ndarray) and isinstance(e, np.ndarray) and s.dtype == np.float64
+            and e.dtype == np.float64 and s.ndim == 1 and s.shape == e.shape
+            and bool((e > s).all()) and bool((s[1:] > e[:-1]).all())):
+        return iv
+    return union(s, e)
+
+
 def union_sorted(start: np.ndarray, end: np.ndarray) -> Intervals:
     """:func:`union` of intervals whose starts are already sorted (no sort is made)."""
     return _merge_sorted(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))

@@ -255,7 +255,15 @@ def per_window_sum(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, rows: np.n
         w = window_index(lo, hi, start, chunk)
         ok = w >= 0
         weights = None if values is None else values[chunk[ok]]
-        out += np.bincount(w[ok], weights=weights, minlength=n)
+        w = w[ok]
+        if not w.size:
+            continue
+        # Only the windows the chunk's rows fall in (rows by start: a few of a million
+        # windows): the others would add a zero, which leaves a sum that starts at +0.0
+        # as it is (no -0.0 sum), and a count per window per chunk was a pass over all.
+        first, last = int(w.min()), int(w.max())
+        out[first:last + 1] += np.bincount(w - first, weights=weights,
+                                           minlength=last - first + 1)
     return out
 
 
