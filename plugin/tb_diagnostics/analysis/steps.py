@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.step_names import step_numbers
 from tb_diagnostics.analysis.verdict import CAUSE_CODES, VERDICT_BY_CODES, VERDICTS
 from tb_diagnostics.trace.categories import STEP_NAME, Kind
@@ -334,7 +335,7 @@ def _distinct_steps(model: TraceModel, rows: np.ndarray, numbers: np.ndarray,
         keep = ~(twice | nested)
         rows, numbers = rows[keep], numbers[keep]
     if rows.shape[0] > 1:
-        values, counts = np.unique(numbers, return_counts=True)
+        values, counts = sorted_sets.unique_counts(numbers)
         repeated = counts > 1
         if repeated.any():
             notes.append(_repeats_note(values[repeated].tolist(), counts[repeated].tolist()))
