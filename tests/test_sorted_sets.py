@@ -54,3 +54,18 @@ def test_unique_counts_is_numpy_s(a):
     values, counts = sorted_sets.unique_counts(CASES[a])
     want_values, want_counts = np.unique(CASES[a], return_counts=True)
     assert _same(values, want_values) and _same(counts, want_counts)
+
+
+@pytest.mark.parametrize("codes", [
+    [], [0], [5], [-3, -1], [0, 0, 1, 3, 3, 3, 7], [-2, -2, 0, 2, 9, 12], [4, 4, 4],
+    list(range(50)), sorted(_RNG.integers(-5, 40, 300).tolist()),
+])
+@pytest.mark.parametrize("n", [0, 1, 4, 8, 30])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint16])
+def test_run_starts_is_searchsorted(codes, n, dtype):
+    if dtype is np.uint16 and codes and min(codes) < 0:
+        return
+    c = np.asarray(codes, dtype=dtype)
+    want = np.searchsorted(c, np.arange(n + 1))
+    got = sorted_sets.run_starts(c, n)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
