@@ -157,7 +157,7 @@ def test_segment_indices_make_no_numpy_call_per_window(spans):
     assert calls["wide"] <= GROWTH * calls["base"], calls
 
 
-@pytest.mark.parametrize("pick", ["all", "odd", "reversed", "none", "repeated"])
+@pytest.mark.parametrize("pick", ["all", "odd", "reversed", "none", "repeated", "runs", "one"])
 def test_segment_indices_equal_the_ranges_of_each_window(spans, pick):
     from tb_diagnostics.analysis.critpath import critical_paths
     from tb_diagnostics.analysis.path_clause import segment_indices
@@ -167,7 +167,9 @@ def test_segment_indices_equal_the_ranges_of_each_window(spans, pick):
     n = len(a.windows)
     windows = {"all": list(range(n)), "odd": list(range(1, n, 2)),
                "reversed": list(range(n))[::-1], "none": [],
-               "repeated": [3, 3, 0, n - 1]}[pick]
+               "repeated": [3, 3, 0, n - 1],
+               # Runs of consecutive windows (one range of segments each), and lone ones.
+               "runs": [1, 2, 3, 7, 8, 0, 1, 5, n - 2, n - 1], "one": [n - 1]}[pick]
     parts = [np.arange(int(cp.offsets[k]), int(cp.offsets[k + 1])) for k in windows]
     want = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     got = segment_indices(a, windows)

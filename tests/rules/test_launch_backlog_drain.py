@@ -134,3 +134,30 @@ def test_shared_traces(shared):
     bl = launch_backlog(v100)
     assert bl.trend(2) == "draining" and bl.host_blocked_us[2] > 90_000
     assert RULE.run(v100) == []
+
+
+@pytest.mark.parametrize("gaps", [(), (3,), (1, 2, 5, 6), tuple(range(1, 8))])
+def test_chained_steps_take_the_queue_at_the_end_before(builder, monkeypatch, gaps):
+    """A step that starts where the one before ends takes that end's queue, not a search
+    of its own: bit for bit what every start searched gives (steps after a gap: their
+    own)."""
+    from tb_diagnostics.analysis.views import backlog
+
+    drain_steps(builder)
+    for at in gaps:  # a step that starts 7 µs late: a gap before it
+        t0 = at * 119.0 + 7.0
+        builder.step(at + 1, t0, 100.0)
+    late = {f"ProfilerStep#{at + 1}" for at in gaps}
+    for k, e in enumerate(builder.events):  # the on-time steps of those numbers renamed
+        if e.get("name") in late and not e["ts"] % 119:
+            builder.events[k] = dict(e, name="dropped")
+    new = launch_backlog(builder.analysis())
+    chained = backlog.chained_starts(new.host_start, new.host_end)
+    want = sum(1 for k in range(1, 8) if k not in gaps and k - 1 not in gaps)
+    assert (0 if chained is None else int(chained.sum())) == want
+    monkeypatch.setattr(backlog, "chained_starts", lambda lo, hi: None)
+    old = launch_backlog(builder.analysis())
+    assert len(new) == 8
+    for name in ("backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us"):
+        a, b = getattr(new, name), getattr(old, name)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name

@@ -60,10 +60,17 @@ def segment_indices(analysis: SpanAnalysis, windows: Sequence[int]) -> np.ndarra
     ws = np.asarray(windows, dtype=np.int64)
     if not ws.size:
         return np.zeros(0, dtype=np.int64)
-    # The windows' ranges of segments, concatenated as one column (an arange per window
-    # was a numpy call per step): each range's start, less where it lands in the output.
-    lo = cp.offsets[ws].astype(np.int64)
-    sizes = cp.offsets[ws + 1].astype(np.int64) - lo
+    # A run of consecutive windows holds one range of segments (a window's end offset is
+    # the next one's start): the runs' ranges (the warm steps: one or a few), concatenated
+    # as one column (an arange per window was a numpy call per step): each range's start,
+    # less where it lands in the output.
+    first = np.ones(ws.shape[0], dtype=bool)
+    np.not_equal(ws[1:], ws[:-1] + 1, out=first[1:])
+    run = np.flatnonzero(first)
+    lo = cp.offsets[ws[run]].astype(np.int64)
+    sizes = cp.offsets[ws[np.append(run[1:] - 1, ws.shape[0] - 1)] + 1].astype(np.int64) - lo
+    if sizes.shape[0] == 1:
+        return np.arange(lo[0], lo[0] + sizes[0], dtype=np.int64)
     return np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(int(sizes.sum()))
 
 

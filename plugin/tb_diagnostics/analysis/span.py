@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.dispatch import CallNode, call_tree
 from tb_diagnostics.analysis.intervals import Intervals, union, union_of_rows
 from tb_diagnostics.analysis.step_windows import build_windows, window_bounds
@@ -375,8 +376,7 @@ class SpanAnalysis:
             order = np.arange(step.shape[0], dtype=np.int32)
         else:
             order = np.argsort(step, kind="stable").astype(np.int32)
-        cut = np.searchsorted(step[order], np.arange(len(self.host_steps) + 1),
-                              side="left").astype(np.int32)
+        cut = sorted_sets.run_starts(step[order], len(self.host_steps)).astype(np.int32)
         return order, cut
 
     def call_tree(self, index: int) -> CallNode:

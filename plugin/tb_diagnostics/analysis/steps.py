@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.step_names import step_numbers
 from tb_diagnostics.analysis.verdict import CAUSE_CODES, VERDICT_BY_CODES, VERDICTS
 from tb_diagnostics.trace.categories import STEP_NAME, Kind
@@ -255,7 +256,15 @@ def per_window_sum(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, rows: np.n
         w = window_index(lo, hi, start, chunk)
         ok = w >= 0
         weights = None if values is None else values[chunk[ok]]
-        out += np.bincount(w[ok], weights=weights, minlength=n)
+        w = w[ok]
+        if not w.size:
+            continue
+        # Only the windows the chunk's rows fall in (rows by start: a few of a million
+        # windows): the others would add a zero, which leaves a sum that starts at +0.0
+        # as it is (no -0.0 sum), and a count per window per chunk was a pass over all.
+        first, last = int(w.min()), int(w.max())
+        out[first:last + 1] += np.bincount(w - first, weights=weights,
+                                           minlength=last - first + 1)
     return out
 
 
@@ -326,7 +335,7 @@ def _distinct_steps(model: TraceModel, rows: np.ndarray, numbers: np.ndarray,
         keep = ~(twice | nested)
         rows, numbers = rows[keep], numbers[keep]
     if rows.shape[0] > 1:
-        values, counts = np.unique(numbers, return_counts=True)
+        values, counts = sorted_sets.unique_counts(numbers)
         repeated = counts > 1
         if repeated.any():
             notes.append(_repeats_note(values[repeated].tolist(), counts[repeated].tolist()))

@@ -25,10 +25,12 @@ card. ``related`` rules name the problem the change fixes but claim no number of
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis
+from tb_diagnostics.analysis.replay.engine import bitwise_equal
 from tb_diagnostics.analysis.views.whatif import card_changes, projections, warm_index
 from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.lazy_rows import LazyRows, pack
@@ -75,8 +77,18 @@ def whatif_section(analysis: SpanAnalysis, findings: Sequence[Any] = (),
     if release:
         analysis.release(AFTER_PROJECTIONS)
     out = []
+    # Packed and rounded once where cards share them: the walls before are every card's,
+    # and cards with one change (whatif.projections) share their walls after and their
+    # path's cut (a million steps: each an 8 MB column, a pass over millions of segments).
+    n = len(steps)
+    walls: list[tuple[Any, Any]] = []  # (walls, their column): a few cards' at most
+    path_segments: dict[tuple[int, int], dict[str, Any] | None] = {}
     for p in cards:
         saving = p.saving_over(warm)
+        key = (id(p.applied), id(p.after_us))
+        if key not in path_segments:
+            path_segments[key] = None if p.applied is None else path_cut(
+                analysis, p.applied, warm).to_dict(p.step_savings(warm))
         shown = saving.shown
         out.append({
             "id": p.id,
@@ -96,21 +108,33 @@ def whatif_section(analysis: SpanAnalysis, findings: Sequence[Any] = (),
             "shown_after_us": None if shown is None else _r(p.after_us[shown]),
             # Every window, cold ones included, for the tab's bars of the selected step.
             # Packed columns, a dict per step made when read (tb_diagnostics.lazy_rows).
-            "per_step": _per_step_rows(step_column, len(steps), p.before_us, p.after_us),
+            "per_step": _per_step_rows(step_column, n, _walls_column(walls, p.before_us, n),
+                                       _walls_column(walls, p.after_us, n)),
             # What the change takes off the warm steps' critical paths, per step.
-            "path_segments": (None if p.applied is None else path_cut(
-                analysis, p.applied, warm).to_dict(p.step_savings(warm))),
+            "path_segments": copy.deepcopy(path_segments[key]),
         })
     return out
 
 
-def _per_step_rows(steps: Any, n: int, before_us: Any, after_us: Any) -> LazyRows:
+def _per_step_rows(steps: Any, n: int, before: Any, after: Any) -> LazyRows:
     """``[{step, before_us, after_us}]`` per window (``steps``: the ``n`` windows' step
-    column), as columns."""
-    before, after = rounded_array(before_us[:n], 3), rounded_array(after_us[:n], 3)
-    if len(before) != n or len(after) != n:
-        raise ValueError("a projection's figures do not cover every window")
+    column; ``before`` and ``after``: :func:`_walls_column`'s)."""
     return LazyRows.from_columns(("step", "before_us", "after_us"), (steps, before, after), n)
+
+
+def _walls_column(seen: list[tuple[Any, Any]], walls_us: Any, n: int) -> Any:
+    """A projection's walls of the ``n`` windows, rounded and packed; the column of walls
+    with the same bits as ones in ``seen`` is theirs (every card's walls before, and the
+    walls after of cards with one change), else made and added to ``seen``."""
+    for w, column in seen:
+        if bitwise_equal(w, walls_us):
+            return column
+    rounded = rounded_array(walls_us[:n], 3)
+    if len(rounded) != n:
+        raise ValueError("a projection's figures do not cover every window")
+    column = pack(rounded)
+    seen.append((walls_us, column))
+    return column
 
 
 def _per(steps: Sequence[Any]) -> str:

@@ -205,7 +205,7 @@ def _launching_ops(analysis: SpanAnalysis) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     top = outermost_op(analysis)[launchers]
     top = top[top >= 0]
-    rows, counts = np.unique(top, return_counts=True)
+    rows, counts = sorted_sets.unique_counts(top)
     return rows.astype(np.int64), counts
 
 

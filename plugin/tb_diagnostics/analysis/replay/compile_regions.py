@@ -182,7 +182,7 @@ def compile_regions(analysis: SpanAnalysis) -> Regions:
     # The ops of each group, by start (stable): one sort, not a scan of every op per group.
     grouped = np.lexsort((m.start[ops], group))
     n_groups = int(group.max()) + 1
-    g_cut = np.searchsorted(group[grouped], np.arange(n_groups + 1))
+    g_cut = sorted_sets.run_starts(group[grouped], n_groups)
     op_of = np.searchsorted(ops, cand_op)
     del cand_op
     cols = _regions_columns(analysis, ops, group, grouped, g_cut, cand, op_of, inner,
@@ -264,7 +264,7 @@ def _regions_columns(analysis: SpanAnalysis, ops: np.ndarray, group: np.ndarray,
     act_pos, act_op, act_g = cand[by_region].astype(np.int64), op_of[by_region], \
         act_group[by_region]
     del act_group, by_region
-    acts_cut = np.searchsorted(act_g, np.arange(n_groups + 1))
+    acts_cut = sorted_sets.run_starts(act_g, n_groups)
     # A run of generated kernels per stream, in the order they ran: one kernel each
     # (within a region: by stream, then start, ties in position order).
     rows = acts[act_pos]
@@ -283,12 +283,15 @@ def _regions_columns(analysis: SpanAnalysis, ops: np.ndarray, group: np.ndarray,
     ext = np.flatnonzero(~gen)
     del gen
     stride = int(op.max()) + 1 if op.size else 1
-    ext = ext[np.sort(np.unique(g[ext] * stride + op[ext], return_index=True)[1])]
+    # (Sorts of ints: any kind gives the same array; numpy's default one takes ~50 ms on a
+    # million in order, the stable one ~1 ms.)
+    ext = ext[np.sort(np.unique(g[ext] * stride + op[ext], return_index=True)[1],
+                      kind="stable")]
     cost = np.zeros(op_i.shape[0])
     cost[run_first] = GENERATED_LAUNCH_US + WRAPPER_US
     cost[ext] = m.dur[op[ext]] + WRAPPER_US
     del op
-    at = np.sort(np.concatenate([np.flatnonzero(run_first), ext]))
+    at = np.sort(np.concatenate([np.flatnonzero(run_first), ext]), kind="stable")
     keep = np.zeros(ops.shape[0])
     np.add.at(keep, op_i[at], cost[at])  # in the order the kernels ran: the same sums
     generated = np.bincount(g[run_first], minlength=n_groups)

@@ -52,6 +52,39 @@ class Change:
     stream_gap: np.ndarray | None = None
 
 
+def bitwise_equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both None, or arrays of one dtype and shape holding the same bits (not ``==``:
+    0.0 and -0.0 replay apart, and a NaN equals no NaN)."""
+    if a is None or b is None:
+        return a is b
+    if a is b:
+        return True
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "biuf":
+        return bool(np.array_equal(a, b))
+    width = f"u{a.dtype.itemsize}"
+    return bool(np.array_equal(np.ascontiguousarray(a).view(width),
+                               np.ascontiguousarray(b).view(width)))
+
+
+def same_change(a: Change, b: Change) -> bool:
+    """Whether two changes are the same, bit for bit: one's replay is the other's (two
+    cards may build one change, CUDA graphs and compile's graphs on a span with nothing
+    to compile; a replay of a million steps is not made twice for it)."""
+    if a is b:
+        return True
+    # The lanes in one order too: the replay takes each lane's removed time in turn.
+    if a.no_wait != b.no_wait or list(a.removed_host) != list(b.removed_host):
+        return False
+    if not all(bitwise_equal(iv.start, b.removed_host[lane].start)
+               and bitwise_equal(iv.end, b.removed_host[lane].end)
+               for lane, iv in a.removed_host.items()):
+        return False
+    return bitwise_equal(a.device_scale, b.device_scale) and bitwise_equal(a.stream_gap,
+                                                                     b.stream_gap)
+
+
 @dataclass(frozen=True)
 class Replayed:
     """Replayed times: per window its device-side bounds, and every activity's end."""

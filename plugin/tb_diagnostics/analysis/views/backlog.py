@@ -35,7 +35,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tb_diagnostics.analysis.intervals import covered
+from tb_diagnostics.analysis.intervals import chained_starts, covered, from_previous_ends
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.activity_coverage import pre_window_activities
 from tb_diagnostics.analysis.views.compiled import compile_intervals
@@ -223,8 +223,16 @@ def launch_backlog(analysis: SpanAnalysis) -> LaunchBacklog:
     queued = has | pre
     launch_t = np.where(has, m.start[np.maximum(launcher, 0)], -np.inf)[queued]
     a_start, a_dur = m.start[acts][queued], m.dur[acts][queued]
-    (count_lo, work_lo), (count_hi, work_hi) = _queued(launch_t, a_start, a_dur, host_lo,
-                                                       host_hi)
+    # A step that starts where the one before ends has that end's queue (the queue is a
+    # figure of the time alone): only the other starts are searched (intervals.chained).
+    chained = chained_starts(host_lo, host_hi)
+    rest = None if chained is None else np.flatnonzero(~chained)
+    (count_lo, work_lo), (count_hi, work_hi) = _queued(
+        launch_t, a_start, a_dur, host_lo if rest is None else host_lo[rest], host_hi)
+    if chained is not None:
+        count_lo = from_previous_ends(count_hi, chained, rest, count_lo)
+        work_lo = from_previous_ends(work_hi, chained, rest, work_lo)
+    del chained, rest
 
     window = (analysis.activity_step if len(hs)
               else np.zeros(acts.shape[0], dtype=np.int64)).astype(np.int64)

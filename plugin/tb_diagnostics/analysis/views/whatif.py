@@ -43,7 +43,7 @@ from tb_diagnostics.analysis.replay.changes import (
 )
 from tb_diagnostics.analysis.replay.compile_change import ASSUMES as COMPILE_ASSUMES
 from tb_diagnostics.analysis.replay.compile_change import compile_change, compile_graphs_change
-from tb_diagnostics.analysis.replay.engine import Change, replay_wall_us
+from tb_diagnostics.analysis.replay.engine import Change, replay_wall_us, same_change
 from tb_diagnostics.analysis.replay.restrict import within_windows
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.artefacts import profiler_artefacts
@@ -344,11 +344,21 @@ def card_changes(analysis: SpanAnalysis) -> list[tuple[Card, Change]]:
 def projections(analysis: SpanAnalysis) -> list[Projection]:
     """One projection per change that applies to the span, then ``all`` of them."""
     out, changes = [], []
+    # Each distinct change replayed once: a card whose change is an earlier card's, bit for
+    # bit (engine.same_change), takes that one's walls and Change (the report reads the
+    # same after_us and applied objects: packed and cut once).
+    done: list[tuple[Change, tuple[np.ndarray, np.ndarray]]] = []
     for card, change in card_changes(analysis):
         changes.append(change)
+        earlier = next((d for d in done if same_change(d[0], change)), None)
+        if earlier is None:
+            earlier = (change, replayed(analysis, change))
+            done.append(earlier)
+        applied, walls = earlier
         out.append(Projection(card.id, card.sentence, card.claims + card.parts, card.assumes,
-                              *replayed(analysis, change), part_rules=card.parts,
-                              related=card.related, applied=change))
+                              *walls, part_rules=card.parts, related=card.related,
+                              applied=applied))
+    del done
     if len(changes) > 1:
         # No rule proposes every change at once: `all` claims no finding's number.
         every = combine(changes)

@@ -37,7 +37,7 @@ import numpy as np
 from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.edges import COMM, DEVICE, HOST, INPUT, LATENCY
-from tb_diagnostics.analysis.intervals import Intervals, length_before, union
+from tb_diagnostics.analysis.intervals import Intervals, as_union, covered, union
 from tb_diagnostics.analysis.path_clause import Charged, charge, segment_indices
 from tb_diagnostics.analysis.replay.engine import Change
 from tb_diagnostics.analysis.span import SpanAnalysis
@@ -51,7 +51,7 @@ TOP_NAMES = 3
 class PathCut:
     """What a change takes off the paths of some windows."""
 
-    windows: tuple[int, ...]
+    windows: np.ndarray  # int64 window indices (an array: a million warm windows)
     path_us: float  # the windows' paths, in all
     cut_us: float  # what the change takes off their segments, in all
     by_kind: dict[str, float]  # cut_us by segment kind
@@ -90,8 +90,9 @@ class PathCut:
 
 
 def _overlap(iv: Intervals, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """How much of each [s, e) the (disjoint, sorted) intervals ``iv`` cover."""
-    return np.maximum(length_before(iv, e) - length_before(iv, s), 0.0)
+    """How much of each [s, e) the (disjoint, sorted) intervals ``iv`` cover: ``covered``,
+    which searches a segment's start only where the segment before does not end there."""
+    return covered(iv, s, e)
 
 
 def _covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
@@ -136,8 +137,7 @@ def segment_cuts(analysis: SpanAnalysis, change: Change,
                  idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per path segment ``idx``: the µs the change takes off it, and the µs of it the host
     no longer waits through (a freed sync's); neither more than its length."""
-    removed = {lane: union(iv.start, iv.end) for lane, iv in change.removed_host.items()
-               if len(iv)}
+    removed = {lane: as_union(iv) for lane, iv in change.removed_host.items() if len(iv)}
     w_s, w_e = _freed_waits(analysis, change)
     waits = union(w_s, w_e) if w_s.size else None
     act_of_row = None
@@ -219,7 +219,7 @@ def path_cut(analysis: SpanAnalysis, change: Change, windows: Sequence[int]) -> 
     """What ``change`` takes off the paths of ``windows`` (window indices)."""
     cp = critical_paths(analysis)
     at = np.asarray(windows, dtype=np.int64).reshape(-1)
-    ws = tuple(at.tolist())  # one conversion, not an int() per window
+    ws = at  # not a tuple of a million ints: the card reads their number
     idx = segment_indices(analysis, at)
     cut, freed = segment_cuts(analysis, change, idx)
     n_k = len(KIND_NAMES)
