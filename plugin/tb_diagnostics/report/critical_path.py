@@ -118,12 +118,44 @@ def _ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
     """Per group (``group`` ascending), the indices of its ``top`` largest values, largest
     first, equal values in index order: :func:`critical_path_document`'s order, for every
     step at once."""
-    order = np.lexsort((np.arange(group.size), -value, group))
+    if top == 1:
+        return _first_max(group, value)
+    order = np.lexsort((-value, group))  # stable: equal values in index order
     g = group[order]
     first = np.ones(g.size, dtype=bool)
     first[1:] = g[1:] != g[:-1]
     start = np.maximum.accumulate(np.where(first, np.arange(g.size), 0))
     return order[np.arange(g.size) - start < top]
+
+
+def _first_max(group: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """:func:`_ranked` with ``top`` 1 (every step past :data:`SPAN_SEGMENTS`): per group,
+    the first index of its largest value (NaN below every number: the first of a group
+    of NaNs), by a maximum per group and no sort."""
+    if not group.size:
+        return np.zeros(0, dtype=np.int64)
+    first = np.ones(group.size, dtype=bool)
+    np.not_equal(group[1:], group[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    best = np.fmax.reduceat(value, starts)  # NaN only where the group is all NaN
+    of = np.cumsum(first) - 1
+    target = best[of]
+    hit = np.flatnonzero((value == target) | np.isnan(target))
+    lead = np.ones(hit.size, dtype=bool)
+    np.not_equal(of[hit[1:]], of[hit[:-1]], out=lead[1:])
+    return hit[lead]
+
+
+def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` by a stable sort: a block's keys come by
+    step, so timsort merges short runs where ``np.unique``'s quicksort sorted them all."""
+    perm = np.argsort(key, kind="stable")
+    ordered = key[perm]
+    new = np.ones(key.size, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inv = np.empty(key.size, dtype=np.int64)
+    inv[perm] = np.cumsum(new) - 1
+    return ordered[new], inv
 
 
 #: Steps whose segments and ops :func:`_step_tops` ranks at a time: its temporaries are
@@ -156,7 +188,7 @@ def _step_tops(analysis: SpanAnalysis, n_steps: int, top_segments: int, top_ops:
         ok = np.flatnonzero(who >= 0)
         key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
                + cp.kind[o0:o1][ok].astype(np.int64))
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = _groups(key)
         total = np.bincount(inv, weights=dur[ok])
         count = np.bincount(inv)
         best = _ranked(uniq // span, total, top_ops)
