@@ -11,6 +11,7 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
+from tb_diagnostics.analysis.critpath.walk import ENDED_BY
 from tb_diagnostics.lazy_rows import ABSENT, dict_column, list_column
 from tb_diagnostics.report.rounding import rounded_array
 from tb_diagnostics.report.step_columns import (
@@ -99,7 +100,7 @@ def critical_path_document(analysis: SpanAnalysis, index: int,
         "total_us": _us(cp.by_kind[index].sum()),
         "by_kind": {k: _us(v) for k, v in zip(KIND_NAMES, cp.by_kind[index].tolist(),
                                               strict=True)},
-        "ended_by": cp.ended_by[index],
+        "ended_by": cp.ended_by_of(index),
         "segments": _segments(analysis, idx),
         "segments_total": n,
         "segments_omitted": n - int(idx.size),
@@ -229,7 +230,8 @@ def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
         ("whole_path", "total_us", "by_kind", "ended_by", "segments", "segments_total",
          "segments_omitted", "by_op"),
         [np.zeros(n_steps, dtype=bool), rounded_array(cp.by_kind[:n_steps].sum(axis=1), 3),
-         by_kind, cp.ended_by[:n_steps], segments, counts, counts - shown, by_op], n_steps)
+         by_kind, labels_column(cp.device_ended[:n_steps].view(np.int8), ENDED_BY), segments,
+         counts, counts - shown, by_op], n_steps)
     # Steps past the path's (none in practice) have no key, as before.
     return (("critical_path",),
             [path if n_steps == n else where(np.arange(n) < n_steps, path, ABSENT)])
