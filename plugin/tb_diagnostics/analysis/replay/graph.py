@@ -314,7 +314,7 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     # timepoints and activities are far fewer than 2³¹), its kinds as int8 (110 of its
     # 290 MB at 10⁶ steps).
     n32 = narrow_ids
-    return _one_values(ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind.astype(np.int8),
+    return _one_values(ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind,
                        h_row=n32(h_row), h_release=n32(h_release), h_tail=h_tail,
                        h_anchor=n32(h_anchor), a_start=a_start, a_dur=a_dur,
                        a_launch=n32(a_launch), a_prev=n32(a_prev), a_cross=n32(a_cross),

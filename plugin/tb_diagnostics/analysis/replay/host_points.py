@@ -21,8 +21,8 @@ class HostPoints:
     """The host timepoints in time order (kinds in :data:`SYNC_START` ... order at equal
     times), the step rows, and per step its start and end mark's timepoint, or -1."""
 
-    row: np.ndarray
-    kind: np.ndarray
+    row: np.ndarray  # int32 (int64 past 2^31 rows)
+    kind: np.ndarray  # int8
     time: np.ndarray
     steps: np.ndarray
     mark_start: np.ndarray  # int64
@@ -31,13 +31,22 @@ class HostPoints:
 
 def host_timepoints(analysis: SpanAnalysis, acts: np.ndarray) -> HostPoints:
     m = analysis.model
-    launchers = unique(m.launcher[acts][m.launcher[acts] >= 0])  # by a sort: see distinct
+    launcher = m.launcher[acts]
+    launchers = unique(launcher[launcher >= 0])  # by a sort: see distinct
+    del launcher
     syncs = analysis.sync_rows
     hs = analysis.host_steps
     steps = hs.rows if len(hs) else np.zeros(0, np.int64)
-    rows = np.concatenate([syncs, launchers, syncs, steps, steps]).astype(np.int64)
-    kind = np.concatenate([np.full(syncs.size, SYNC_START), np.full(launchers.size, LAUNCH),
-                           np.full(syncs.size, SYNC_END), np.full(2 * steps.size, MARK)])
+    # Rows as int32 and kinds as int8 (as the graph keeps them), from the start: four
+    # columns of 3 M timepoints at 10⁶ steps, each gathered in time order below.
+    n = 2 * syncs.size + launchers.size + 2 * steps.size
+    # (none at all: int64, as the graph's narrowing leaves an empty column)
+    row_t = np.int32 if n > 0 and len(m) <= np.iinfo(np.int32).max else np.int64
+    rows = np.concatenate([syncs, launchers, syncs, steps, steps], dtype=row_t)
+    kind = np.concatenate([np.full(syncs.size, SYNC_START, np.int8),
+                           np.full(launchers.size, LAUNCH, np.int8),
+                           np.full(syncs.size, SYNC_END, np.int8),
+                           np.full(2 * steps.size, MARK, np.int8)])
     # The windows' own times: an inferred step's row only starts its iteration.
     time = np.concatenate([m.start[syncs], m.start[launchers], m.end[syncs],
                            hs.host_start if len(hs) else np.zeros(0),
