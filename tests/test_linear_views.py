@@ -145,7 +145,7 @@ def test_views_equal_their_naive_forms_on_the_shared_traces():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_replay_graphs_top_level_rows_equal_the_walk_to_the_root(seed):
-    from tb_diagnostics.analysis.replay.graph import _top_level
+    from tb_diagnostics.analysis.replay.host_points import top_level as _top_level
 
     rng = np.random.default_rng(seed)
     parent = random_forest(rng, 3000, depth=int(rng.integers(1, 400)))

@@ -17,7 +17,7 @@ tree is its own, so a reader bounds its columns by taking the windows a range at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -61,6 +61,8 @@ class FlatForest:
     row_node: np.ndarray  # the node of each of ``row_key``
     stride: int
     first_window: int = 0
+    #: :meth:`levels`, once found (the forest's own roll-up and the rule both read them).
+    _levels: list[np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.parent.shape[0])
@@ -75,7 +77,9 @@ class FlatForest:
 
     def levels(self) -> list[np.ndarray]:
         """The nodes of each depth, in number order (the trees' order within a parent)."""
-        return depth_levels(self.depth)
+        if self._levels is None:
+            self._levels = depth_levels(self.depth)
+        return self._levels
 
     def kind_label(self, node: int) -> str:
         k = int(self.kind[node])

@@ -11,6 +11,7 @@ import numpy as np
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
+from tb_diagnostics.analysis.critpath.walk import ENDED_BY
 from tb_diagnostics.lazy_rows import ABSENT, dict_column, list_column
 from tb_diagnostics.report.rounding import rounded_array
 from tb_diagnostics.report.step_columns import (
@@ -99,7 +100,7 @@ def critical_path_document(analysis: SpanAnalysis, index: int,
         "total_us": _us(cp.by_kind[index].sum()),
         "by_kind": {k: _us(v) for k, v in zip(KIND_NAMES, cp.by_kind[index].tolist(),
                                               strict=True)},
-        "ended_by": cp.ended_by[index],
+        "ended_by": cp.ended_by_of(index),
         "segments": _segments(analysis, idx),
         "segments_total": n,
         "segments_omitted": n - int(idx.size),
@@ -118,12 +119,44 @@ def _ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
     """Per group (``group`` ascending), the indices of its ``top`` largest values, largest
     first, equal values in index order: :func:`critical_path_document`'s order, for every
     step at once."""
-    order = np.lexsort((np.arange(group.size), -value, group))
+    if top == 1:
+        return _first_max(group, value)
+    order = np.lexsort((-value, group))  # stable: equal values in index order
     g = group[order]
     first = np.ones(g.size, dtype=bool)
     first[1:] = g[1:] != g[:-1]
     start = np.maximum.accumulate(np.where(first, np.arange(g.size), 0))
     return order[np.arange(g.size) - start < top]
+
+
+def _first_max(group: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """:func:`_ranked` with ``top`` 1 (every step past :data:`SPAN_SEGMENTS`): per group,
+    the first index of its largest value (NaN below every number: the first of a group
+    of NaNs), by a maximum per group and no sort."""
+    if not group.size:
+        return np.zeros(0, dtype=np.int64)
+    first = np.ones(group.size, dtype=bool)
+    np.not_equal(group[1:], group[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    best = np.fmax.reduceat(value, starts)  # NaN only where the group is all NaN
+    of = np.cumsum(first) - 1
+    target = best[of]
+    hit = np.flatnonzero((value == target) | np.isnan(target))
+    lead = np.ones(hit.size, dtype=bool)
+    np.not_equal(of[hit[1:]], of[hit[:-1]], out=lead[1:])
+    return hit[lead]
+
+
+def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` by a stable sort: a block's keys come by
+    step, so timsort merges short runs where ``np.unique``'s quicksort sorted them all."""
+    perm = np.argsort(key, kind="stable")
+    ordered = key[perm]
+    new = np.ones(key.size, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inv = np.empty(key.size, dtype=np.int64)
+    inv[perm] = np.cumsum(new) - 1
+    return ordered[new], inv
 
 
 #: Steps whose segments and ops :func:`_step_tops` ranks at a time: its temporaries are
@@ -156,7 +189,7 @@ def _step_tops(analysis: SpanAnalysis, n_steps: int, top_segments: int, top_ops:
         ok = np.flatnonzero(who >= 0)
         key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
                + cp.kind[o0:o1][ok].astype(np.int64))
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = _groups(key)
         total = np.bincount(inv, weights=dur[ok])
         count = np.bincount(inv)
         best = _ranked(uniq // span, total, top_ops)
@@ -197,7 +230,8 @@ def critical_path_columns(analysis: SpanAnalysis, n: int) -> Layer:
         ("whole_path", "total_us", "by_kind", "ended_by", "segments", "segments_total",
          "segments_omitted", "by_op"),
         [np.zeros(n_steps, dtype=bool), rounded_array(cp.by_kind[:n_steps].sum(axis=1), 3),
-         by_kind, cp.ended_by[:n_steps], segments, counts, counts - shown, by_op], n_steps)
+         by_kind, labels_column(cp.device_ended[:n_steps].view(np.int8), ENDED_BY), segments,
+         counts, counts - shown, by_op], n_steps)
     # Steps past the path's (none in practice) have no key, as before.
     return (("critical_path",),
             [path if n_steps == n else where(np.arange(n) < n_steps, path, ABSENT)])

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics.analysis.views.distinct import distinct
 from tb_diagnostics.lazy_rows import ABSENT, LazyRows, codes_column, masked_column, pack
 
 #: A layer: its keys, in the order a per-step loop set them, and one column each.
@@ -68,7 +69,7 @@ def strings_column(ids: np.ndarray, strings: Sequence[str]) -> Any:
     as a table, each row a code into it (a segment's name, a model row's label)."""
     ids = np.asarray(ids, dtype=np.int64)
     ok = ids >= 0
-    uniq, inv = np.unique(ids[ok], return_inverse=True)
+    uniq, inv = distinct(ids[ok])  # np.unique's, by a presence table where ids allow
     first: dict[str, int] = {}  # a text two ids share (two lanes' label): one code
     remap = np.asarray([first.setdefault(strings[i], len(first)) for i in uniq.tolist()],
                        dtype=np.int64)

@@ -200,7 +200,7 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
         for node in chain0:
             ev.extend(evidence(analysis, r, f"level: {node.name}") for r in node.rows[:1]
                       if r >= 0)
-        steps_named = steps_text(steps)  # once: it reads every step of the group
+        steps_named = _steps_named(analysis, valid[members])  # once per group
         out.append(Finding(
             rule=RULE.id, severity=RULE.severity, title=RULE.title,
             subject=(steps_named if len(ordered) > 1 else None),
@@ -227,18 +227,28 @@ def _all_chains(analysis: SpanAnalysis,
             parts.append((lo + ok, kind, code, value, pc.on_path[ok]))
     if not parts:
         return None
-    depth = max(p[1].shape[1] for p in parts)
-
-    def padded(m: np.ndarray, fill: float) -> np.ndarray:
-        out = np.full((m.shape[0], depth), fill, dtype=m.dtype)
-        out[:, :m.shape[1]] = m
-        return out
-
-    key = np.concatenate([np.concatenate([padded(p[1], -9), padded(p[2], -9)], axis=1)
-                          for p in parts])
-    value = np.concatenate([padded(p[3], np.nan) for p in parts])
+    key, value = _stacked([p[1:4] for p in parts])
     return (np.concatenate([p[0] for p in parts]), key, value,
             np.concatenate([p[4] for p in parts]))
+
+
+def _stacked(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The passes' ``(kind, code, value)`` chains as one key (every level's kind, then
+    every level's code, -9 past a chain) and one value array (NaN past it), the levels
+    padded to the deepest. Filled in place, a pass at a time: padded copies of every
+    pass's, joined by level and then by pass, were three copies of 10^6 chains' keys."""
+    depth = max(p[0].shape[1] for p in parts)
+    n = sum(p[0].shape[0] for p in parts)
+    key = np.full((n, 2 * depth), -9, dtype=np.int64)
+    value = np.full((n, depth), np.nan)
+    at = 0
+    for kind, code, val in parts:
+        rows, width = slice(at, at + kind.shape[0]), kind.shape[1]
+        key[rows, :width], key[rows, depth:depth + width] = kind, code
+        value[rows, :width] = val
+        at = rows.stop
+    return key, value
 
 
 def _row_groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -254,6 +264,18 @@ def _row_groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inv = np.empty(key.shape[0], dtype=np.int64)
     inv[order] = np.cumsum(new) - 1
     return order[new], inv
+
+
+def _steps_named(analysis: SpanAnalysis, index: np.ndarray) -> str:
+    """``steps_text`` of windows ``index``' steps, in that order: a run of consecutive
+    steps found on the step column (its list compared with a list of the range was most
+    of the text's time on 10⁶ steps)."""
+    c = analysis.windows.columns
+    if c.has_steps and index.size > 1:
+        nums = c.step[index]
+        if bool((np.diff(nums) == 1).all()):
+            return f"steps {int(nums[0])}–{int(nums[-1])}"
+    return steps_text(_steps_of(analysis, index))
 
 
 def _steps_of(analysis: SpanAnalysis, index: np.ndarray) -> list[int | None]:

@@ -40,14 +40,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tb_diagnostics.analysis.replay.graph import (
-    LAUNCH,
-    MARK,
-    SYNC_END,
-    SYNC_START,
-    ReplayGraph,
-    replay_graph,
-)
+from tb_diagnostics.analysis.replay.graph import ReplayGraph, replay_graph
+from tb_diagnostics.analysis.replay.host_points import LAUNCH, MARK, SYNC_END, SYNC_START
 from tb_diagnostics.analysis.replay.joins import main_lane, thread_joins
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.trace.columns import gather

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from tb_diagnostics.analysis.critpath.edges import HOST, PIECES, PathEdges
+from tb_diagnostics.analysis.critpath.edges import DENSE, HOST, PIECES, PathEdges
 from tb_diagnostics.analysis.critpath.labels import Labels, other_threads_comm, split_host
 from tb_diagnostics.analysis.critpath.names import LaneEvents, host_names
 from tb_diagnostics.analysis.span import SpanAnalysis
 from tb_diagnostics.analysis.views.distinct import unique
+from tb_diagnostics.trace.model import NO_ID
 
 
 @dataclass
@@ -59,15 +60,36 @@ class PathContext:
 def _node_pieces(e: PathEdges, nodes: np.ndarray, real: np.ndarray,
                  virtual: list[tuple[Any, Any]], dtypes: list[Any]) -> list[np.ndarray]:
     """The path's ``nodes``' pieces, node after node, as flat columns ``(t0, kind, row,
-    lane)`` in ``dtypes``: the edges' for the real nodes; for the virtual ones past them,
-    each column's ``virtual`` first piece, then its rest."""
+    lane)`` in ``dtypes``: the edges' for the real nodes (``e.pieces``); for the virtual
+    ones past them, each column's ``virtual`` first piece, then its rest (each of the
+    other pieces: a value, or one per virtual node). Each column is
+    gathered straight into place, a piece at a time (no ``(nodes, PIECES)`` copy of the
+    real nodes' to scatter)."""
+    n = nodes.shape[0]
+    n_edges = e.t0.shape[1]
+    fake = np.flatnonzero(~real)
+    # A virtual node reads node 0's pieces, overwritten below.
+    safe = np.where(real, nodes, 0) if fake.size else nodes
+    x_node, x_t0, x_row, x_lane = e.third
+    x_at = x_of = np.zeros(0, dtype=np.int64)
+    if x_node.size and n_edges:
+        j = np.searchsorted(x_node, safe).clip(max=x_node.size - 1)
+        x_at = np.flatnonzero((x_node[j] == safe) & real)
+        x_of = j[x_at]
     out = []
-    for column, (first, rest), dtype in zip(e.pieces(nodes[real]), virtual, dtypes,
-                                            strict=True):
-        col = np.empty((nodes.shape[0], PIECES), dtype=dtype)
-        col[real] = column
-        col[~real, 0] = first
-        col[~real, 1:] = rest
+    for dense, third, fill, (first, rest), dtype in zip(
+            (e.t0, e.kind, e.row, e.lane), (x_t0, None, x_row, x_lane),
+            (np.nan, HOST, NO_ID, NO_ID), virtual, dtypes, strict=True):
+        col = np.empty((n, PIECES), dtype=dtype)
+        if n_edges:
+            for k in range(DENSE):
+                col[:, k] = dense[k][safe]
+        col[:, DENSE:] = fill
+        if third is not None and x_at.size:
+            col[x_at, DENSE] = third[x_of]
+        col[fake, 0] = first
+        for k in range(1, PIECES):  # a column at a time: a 2-D broadcast was 3x slower
+            col[fake, k] = rest
         out.append(col.ravel())
     return out
 
@@ -84,10 +106,10 @@ def block_segments(analysis: SpanAnalysis, ctx: PathContext, nodes: np.ndarray,
     # to the thread's last timepoint, named after the step.
     real = nodes < n_nodes
     virt = nodes[~real] - n_nodes
+    v_rows = step_rows[virt]
     pt0, pk, pr, pl = _node_pieces(
         e, nodes, real,
-        [(ctx.v_t0[virt], np.nan), (HOST, HOST), (step_rows[virt], step_rows[virt][:, None]),
-         (lane, lane)],
+        [(ctx.v_t0[virt], np.nan), (HOST, HOST), (v_rows, v_rows), (lane, lane)],
         [np.float64, np.result_type(e.kind, np.int8), np.result_type(e.row, step_rows),
          np.result_type(e.lane, np.int64)])
     ps = np.repeat(steps, PIECES)
@@ -101,7 +123,7 @@ def block_segments(analysis: SpanAnalysis, ctx: PathContext, nodes: np.ndarray,
     order = np.argsort(ps, kind="stable")
     order = order[~np.isnan(pt0[order])]
     pt0, pk, pr, pl, ps = pt0[order], pk[order], pr[order], pl[order], ps[order]
-    del order, real, virt
+    del order, real, virt, v_rows
 
     # Clip to the window, and make each piece start no later than the one before it:
     # per step, a running minimum, with the steps offset so that they never mix (the

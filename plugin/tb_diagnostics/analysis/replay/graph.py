@@ -42,6 +42,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_diagnostics.analysis.replay.host_points import (
+    LAUNCH,
+    SYNC_END,
+    anchors,
+    host_timepoints,
+)
 from tb_diagnostics.analysis.replay.unseen import waited_unseen
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.views.distinct import unique
@@ -49,8 +55,6 @@ from tb_diagnostics.trace.categories import GRAPH_LAUNCH, PAGEABLE_HTOD, Kind
 from tb_diagnostics.trace.columns import narrow_ids, one_value
 from tb_diagnostics.trace.model import NO_ID
 
-#: Timepoint kinds on a host thread, in their order at equal times.
-SYNC_START, LAUNCH, SYNC_END, MARK = 0, 1, 2, 3
 #: An activity starting within this many µs of another stream's activity's end, and
 #: later than its own launch and stream allow, waited for it; one starting this much later
 #: than its own edges allow at the device's own delays waited for the other stream's
@@ -109,68 +113,6 @@ class ReplayGraph:
     # step marks: host timepoint index of each window's ProfilerStep start and end
     mark_start: np.ndarray
     mark_end: np.ndarray
-
-
-def _host_timepoints(analysis: SpanAnalysis, acts: np.ndarray):
-    m = analysis.model
-    launchers = unique(m.launcher[acts][m.launcher[acts] >= 0])  # by a sort: see distinct
-    syncs = analysis.sync_rows
-    hs = analysis.host_steps
-    steps = hs.rows if len(hs) else np.zeros(0, np.int64)
-    rows = np.concatenate([syncs, launchers, syncs, steps, steps]).astype(np.int64)
-    kind = np.concatenate([np.full(syncs.size, SYNC_START), np.full(launchers.size, LAUNCH),
-                           np.full(syncs.size, SYNC_END), np.full(2 * steps.size, MARK)])
-    # The windows' own times: an inferred step's row only starts its iteration.
-    time = np.concatenate([m.start[syncs], m.start[launchers], m.end[syncs],
-                           hs.host_start if len(hs) else np.zeros(0),
-                           hs.host_end if len(hs) else np.zeros(0)])
-    is_end = np.concatenate([np.zeros(syncs.size + launchers.size, bool),
-                             np.ones(syncs.size, bool), np.zeros(steps.size, bool),
-                             np.ones(steps.size, bool)])
-    order = np.lexsort((kind, time))
-    return rows[order], kind[order], time[order], is_end[order], steps
-
-
-def _top_level(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The outermost host row enclosing each row (itself when it has no parent): the
-    nearest ancestor-or-self without a parent, by pointer jumping (log depth passes)."""
-    from tb_diagnostics.analysis.views.hierarchy import nearest_marked
-
-    return nearest_marked(parent, parent < 0)[rows].astype(np.int64)
-
-
-def _anchors(analysis: SpanAnalysis, h_row: np.ndarray, h_lane: np.ndarray,
-             h_time: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    m = analysis.model
-    anchor = np.full(h_row.shape[0], NO_ID, dtype=np.int64)
-    if not h_row.size:
-        return anchor
-    main = int(m.lane[steps[0]]) if steps.size else int(np.bincount(h_lane).argmax())
-    on_main = np.flatnonzero(h_lane == main)
-    if not on_main.size:
-        return anchor
-    top = _top_level(m.parent, h_row)
-    others = np.flatnonzero(h_lane != main)
-    if not others.size:
-        return anchor
-    # The first timepoint of each burst (top-level row) on the other threads: per lane in
-    # time order, a burst's timepoints are contiguous.
-    others = others[np.argsort(h_lane[others], kind="stable")]
-    key = top[others]
-    first = np.ones(others.size, dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    starts = others[first]
-    burst_start = m.start[top[starts]]
-    at = np.searchsorted(h_time[on_main], burst_start, side="right") - 1
-    ok = at >= 0
-    # A burst its thread starts while still busy with its previous one follows that one.
-    idx = np.flatnonzero(first)
-    prev = np.where(idx > 0, others[np.maximum(idx - 1, 0)], NO_ID)
-    prev[(idx > 0) & (h_lane[prev] != h_lane[starts])] = NO_ID
-    busy = m.end[top[np.maximum(prev, 0)]] > h_time[on_main[np.maximum(at, 0)]]
-    ok &= ~((prev >= 0) & busy)
-    anchor[starts[ok]] = on_main[at[ok]]
-    return anchor
 
 
 def _median_or(values: np.ndarray, default: float) -> float:
@@ -285,7 +227,8 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
     a_lane = m.lane[acts].astype(np.int64)
     n_a = acts.shape[0]
 
-    h_row, h_kind, h_time, h_is_end, steps = _host_timepoints(analysis, acts)
+    hp = host_timepoints(analysis, acts)
+    h_row, h_kind, h_time = hp.row, hp.kind, hp.time
     h_lane = m.lane[h_row].astype(np.int64)
 
     # Launch edges: the LAUNCH timepoint of each activity's launch call.
@@ -353,39 +296,33 @@ def replay_graph(analysis: SpanAnalysis) -> ReplayGraph:
         h_release[ends[waited]] = cand[waited]
         h_tail[ends[waited]] = np.maximum(b[waited] - a_end[cand[waited]], 0.0)
 
-    h_anchor = _anchors(analysis, h_row, h_lane, h_time, steps)
+    h_anchor = anchors(analysis, h_row, h_lane, h_time, hp.steps)
 
     # Visit order: by recorded time; a host timepoint before an activity starting at the
-    # same time (its launch), a sync's return after everything else at that time.
-    t = np.concatenate([h_time, a_start])
-    rank = np.concatenate([np.where(h_kind == SYNC_END, 2, 0), np.ones(n_a, dtype=np.int64)])
-    is_dev = np.concatenate([np.zeros(h_time.shape[0], bool), np.ones(n_a, bool)])
-    index = np.concatenate([np.arange(h_time.shape[0]), np.arange(n_a)])
-    order = np.lexsort((rank, t))
-
-    mark = np.flatnonzero(h_kind == MARK)
-    # Each mark's step (of equal rows, the last: a dict by row kept that one), and per
-    # step its last start and end mark, for every mark at once (was a loop per mark).
-    by_row = np.argsort(steps, kind="stable")
-    k = by_row[np.searchsorted(steps[by_row], h_row[mark], side="right") - 1]
-    mark_start = np.full(steps.size, NO_ID, dtype=np.int64)
-    mark_end = np.full(steps.size, NO_ID, dtype=np.int64)
-    end = h_is_end[mark]
-    np.maximum.at(mark_end, k[end], mark[end])
-    np.maximum.at(mark_start, k[~end], mark[~end])
+    # same time (its launch), a sync's return after everything else at that time. A node's
+    # number (host timepoints, then activities) is its index in the concatenation.
+    n_h = h_time.shape[0]
+    rank = np.concatenate([np.where(h_kind == SYNC_END, 2, 0).astype(np.int8),
+                           np.ones(n_a, dtype=np.int8)])
+    order = np.lexsort((rank, np.concatenate([h_time, a_start])))
+    del rank
+    is_dev = order >= n_h
+    if n_h + n_a <= np.iinfo(np.int32).max:
+        order = order.astype(np.int32)
+    np.subtract(order, n_h, out=order, where=is_dev)  # an activity's own index
     # Kept through the replays of every card: its indices as int32 where they fit (rows,
     # timepoints and activities are far fewer than 2³¹), its kinds as int8 (110 of its
     # 290 MB at 10⁶ steps).
     n32 = narrow_ids
-    return _one_values(ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind.astype(np.int8),
+    return _one_values(ReplayGraph(h_time=h_time, h_lane=n32(h_lane), h_kind=h_kind,
                        h_row=n32(h_row), h_release=n32(h_release), h_tail=h_tail,
                        h_anchor=n32(h_anchor), a_start=a_start, a_dur=a_dur,
                        a_launch=n32(a_launch), a_prev=n32(a_prev), a_cross=n32(a_cross),
                        a_lat=a_lat, a_gap=a_gap, a_cross_lat=a_cross_lat, a_dev=n32(a_dev),
                        a_dev_end=a_dev_end, a_floor=a_floor, a_fixed=a_fixed,
                        launch_latency_us=latency, stream_gap_us=gap,
-                       order_device=is_dev[order], order_index=n32(index[order]),
-                       mark_start=n32(mark_start), mark_end=n32(mark_end)))
+                       order_device=is_dev, order_index=n32(order),
+                       mark_start=n32(hp.mark_start), mark_end=n32(hp.mark_end)))
 
 
 def _one_values(g: ReplayGraph) -> ReplayGraph:

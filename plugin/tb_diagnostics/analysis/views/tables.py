@@ -103,11 +103,18 @@ def op_table(analysis: SpanAnalysis) -> OpTable:
     self_dev = np.zeros(n)
     dev_pw = np.zeros((n, n_win))
     if n:
-        np.add.at(self_dev, pos[match], m.dur[acts[has]][match])
+        # Sums from zero in the activities' order, as np.add.at made them (8x its speed).
+        a_dur = m.dur[acts[has]]
+        # (float64 even with no activity: bincount of nothing is int64)
+        self_dev = np.bincount(pos[match], weights=a_dur[match],
+                               minlength=n).astype(np.float64, copy=False)
         act_win = (analysis.activity_step[has] if len(analysis.host_steps)
                    else np.zeros(int(has.sum()), dtype=np.int64))
         sel = match & (act_win >= 0)
-        np.add.at(dev_pw, (pos[sel], act_win[sel]), m.dur[acts[has]][sel])
+        cell = pos[sel].astype(np.int64) * n_win + act_win[sel]
+        dev_pw = np.bincount(cell, weights=a_dur[sel], minlength=n * n_win).astype(
+            np.float64, copy=False).reshape(n, n_win)
+        del a_dur, cell
     return OpTable(name_ids=name_ids, calls=calls, calls_per_window=per_win,
                    self_cpu=self_cpu, total_cpu=total_cpu, self_device=self_dev,
                    op_window=win, op_entry=entry, self_cpu_per_window=self_pw,
