@@ -13,12 +13,13 @@ speed, and the bytes are the same as encoding in one process: the same function 
 each chunk.
 
 It encodes in this process alone where the rest of the list would take less than
-:data:`MIN_PARALLEL_SECONDS` at the pace of the quicker of chunks 0 and 1, where fork is not the platform's way
-(Windows, macOS: forking there is unsafe with system frameworks loaded), on one core, for
-few chunks, where another thread runs (a fork copies only the forking thread, not what
-the others hold locked), and under ``TB_DIAGNOSTICS_SERIAL_WRITE=1``. A worker that fails
-on a chunk says so and this process encodes that chunk itself, so an error is raised
-here, as it would be without workers; a worker that dies is replaced by this process too.
+:data:`MIN_PARALLEL_SECONDS` at the pace of the quicker of chunks 0 and 1, where fork is
+not the platform's way (Windows, macOS: forking there is unsafe with system frameworks
+loaded), on one core, for few chunks, where another thread runs (a fork copies only the
+forking thread, not what the others hold locked), and under
+``TB_DIAGNOSTICS_SERIAL_WRITE=1``. A worker that fails on a chunk says so and this process
+encodes that chunk itself, so an error is raised here, as it would be without workers; a
+worker that dies is replaced by this process too.
 """
 
 from __future__ import annotations
