@@ -85,8 +85,10 @@ class PathEdges:
         keep = np.flatnonzero(seen)
         x_node, x_t0, x_row, x_lane = self.third
         x_in = seen[x_node]
-        # A node's new number: how many seen nodes come before it.
-        x_new = np.cumsum(seen, dtype=np.int64)[x_node[x_in]] - 1
+        # A node's new number: how many seen nodes come before it (a count over every
+        # node: only where a node has a third piece).
+        x_new = (np.cumsum(seen, dtype=np.int64)[x_node[x_in]] - 1 if x_node.size
+                 else np.zeros(0, dtype=np.int64))
         return replace(self, pred=self.pred[:0].copy(), reach=self.reach[:0].copy(),
                        t0=self.t0[:, keep], kind=self.kind[:, keep], row=self.row[:, keep],
                        lane=self.lane[:, keep],
