@@ -107,3 +107,26 @@ def test_node_pieces_equal_the_copy_of_the_real_nodes_pieces(seed):
         got = _node_pieces(e, nodes, real, virtual, dtypes)
         for w, g in zip(want, got, strict=True):
             assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+def _old_previous(h_lane: np.ndarray, dtype) -> np.ndarray:
+    by_lane = np.argsort(h_lane, kind="stable")
+    prev = np.full(h_lane.shape[0], -1, dtype=dtype)
+    same = h_lane[by_lane[1:]] == h_lane[by_lane[:-1]]
+    prev[by_lane[1:][same]] = by_lane[:-1][same]
+    return prev
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_previous_timepoint_on_a_lane(seed):
+    from tb_diagnostics.analysis.critpath.edges import _previous_on_lane
+    from tb_diagnostics.trace.columns import constant
+
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 9, 300):
+        lanes = rng.integers(0, 3, n).astype(np.int32)
+        for h_lane in (lanes, constant(2, n, np.int32), np.full(n, 2, np.int32)):
+            for dtype in (np.int32, np.int64):
+                want = _old_previous(np.ascontiguousarray(h_lane), dtype)
+                got = _previous_on_lane(h_lane, dtype)
+                assert got.dtype == want.dtype and got.tolist() == want.tolist()

@@ -62,3 +62,16 @@ def test_ended_by_holds_the_two_strings(tmp_path):
     [f] = [s for r in scan_logdir(str(tmp_path)).runs for s in r.files]
     doc = span_document(f, a)
     assert [s["critical_path"]["ended_by"] for s in doc["steps"]] == ends[:len(doc["steps"])]
+
+
+def test_steps_at_a_run_of_windows_is_the_lookup_per_window(tmp_path):
+    c = _analysis(tmp_path).windows.columns
+    every = c.step_list()
+    for index in ([0, 1, 2], [4, 5], [11], list(range(12)), [3, 4, 6], [5, 4, 3], [2, 2, 3],
+                  [0, 1, 2, 3, 5], [], [10, 11]):
+        idx = np.asarray(index, dtype=np.int64)
+        got = c.steps_at(idx)
+        want = [every[i] for i in index]
+        assert got == want and all(x is y for x, y in zip(got, want, strict=True)), index
+        got.append(None)  # a list of its own: its caller may change it
+        assert c.step_list() == every

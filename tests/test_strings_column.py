@@ -33,3 +33,16 @@ def test_strings_column_equals_the_np_unique_grouping(seed):
         assert type(got) is type(want)
         assert got.take(0, n) == want.take(0, n)
         assert vars(got).keys() == vars(want).keys()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kernel_classes_group_names_as_np_unique(seed):
+    # fp32-matmul groups the kernels' name ids by distinct: np.unique's ids and inverse.
+    from tb_diagnostics.analysis.views.distinct import distinct
+
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 50, 5000):
+        names = rng.integers(0, 3_000_000 if seed % 2 else 40, n).astype(np.int32)
+        ids, inv = distinct(names.astype(np.int64))
+        want_ids, want_inv = np.unique(names, return_inverse=True)
+        assert ids.tolist() == want_ids.tolist() and inv.tolist() == want_inv.tolist()

@@ -111,7 +111,7 @@ class _Nodes:
         each, one per distinct triple, created at its first call."""
         if not parent.size:
             return np.zeros(0, dtype=np.int64)
-        s = triple_order(parent, kind, name)  # stable: a group's first is its first call
+        s = np.lexsort((name, kind, parent))  # stable: a group's first is its first call
         p, k, n = parent[s], kind[s], name[s]
         new = np.ones(s.shape[0], dtype=bool)
         new[1:] = (p[1:] != p[:-1]) | (k[1:] != k[:-1]) | (n[1:] != n[:-1])
@@ -126,22 +126,6 @@ class _Nodes:
         out = np.empty(s.shape[0], dtype=np.int64)
         out[s] = ids[group]
         return out
-
-
-def triple_order(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``np.lexsort((c, b, a))`` of int columns: one stable sort of the three as one int64
-    key where their ranges' product fits (a level's parents come nearly in order, which
-    timsort takes in a pass; the three sorts of lexsort were 20x slower), else lexsort."""
-    if not a.size:
-        return np.zeros(0, dtype=np.intp)
-    lo = [int(x.min()) for x in (a, b, c)]
-    width = [int(x.max()) - m + 1 for x, m in zip((a, b, c), lo, strict=True)]
-    if width[0] * width[1] * width[2] >= 1 << 63:
-        return np.lexsort((c, b, a))
-    key = (a.astype(np.int64) - lo[0]) * width[1] + (b.astype(np.int64) - lo[1])
-    key *= width[2]
-    key += c.astype(np.int64) - lo[2]
-    return np.argsort(key, kind="stable")
 
 
 def roll_up(parent: np.ndarray, kind: np.ndarray, levels: list[np.ndarray],

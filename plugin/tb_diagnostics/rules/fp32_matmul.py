@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_diagnostics.analysis.span import SpanAnalysis
+from tb_diagnostics.analysis.views.distinct import distinct
 from tb_diagnostics.analysis.views.hierarchy import launching_op
 from tb_diagnostics.analysis.views.roofline import roofline
 from tb_diagnostics.rules._util import (
@@ -98,7 +99,8 @@ def kernel_classes(analysis: SpanAnalysis, kernels: np.ndarray) -> np.ndarray:
     """``low``/``tf32``/``fp32``/"" for each kernel row: from the precision of the product
     op that launched it when its types were recorded, else from the kernel's name."""
     m = analysis.model
-    ids, inv = np.unique(m.name[kernels], return_inverse=True)
+    # np.unique's ids and inverse, by a presence table of the name ids (not a sort)
+    ids, inv = distinct(m.name[kernels].astype(np.int64))
     names = [m.strings[i] for i in ids.tolist()]
     cls = np.asarray([classify(n) or "" for n in names], dtype="<U4")[inv]
     # Layout and norm kernels a product launches on the side are not its math.

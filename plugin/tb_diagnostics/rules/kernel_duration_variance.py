@@ -86,8 +86,13 @@ def check(analysis: SpanAnalysis, th: Thresholds) -> list[Finding]:
     rows, name, shape, ordinal = ki.rows[ok], ki.name[ok], ki.shape[ok], ki.ordinal[ok]
     dur = m.dur[rows]
     order = np.lexsort((dur, ordinal, shape, name))
-    keys = np.stack([name[order], shape[order], ordinal[order]])
-    new = np.r_[True, np.any(keys[:, 1:] != keys[:, :-1], axis=0)]
+    # Runs of equal (name, shape, ordinal), a key at a time (no stacked copy of the three).
+    new = np.zeros(order.size, dtype=bool)
+    new[:1] = True
+    for key in (name, shape, ordinal):
+        k = key[order]
+        new[1:] |= k[1:] != k[:-1]
+    del k
     bounds = np.append(np.flatnonzero(new), order.size)
     first, last = bounds[:-1], bounds[1:] - 1
     count = last - first + 1

@@ -85,8 +85,10 @@ class PathEdges:
         keep = np.flatnonzero(seen)
         x_node, x_t0, x_row, x_lane = self.third
         x_in = seen[x_node]
-        # A node's new number: how many seen nodes come before it.
-        x_new = np.cumsum(seen, dtype=np.int64)[x_node[x_in]] - 1
+        # A node's new number: how many seen nodes come before it (a count over every
+        # node: only where a node has a third piece).
+        x_new = (np.cumsum(seen, dtype=np.int64)[x_node[x_in]] - 1 if x_node.size
+                 else np.zeros(0, dtype=np.int64))
         return replace(self, pred=self.pred[:0].copy(), reach=self.reach[:0].copy(),
                        t0=self.t0[:, keep], kind=self.kind[:, keep], row=self.row[:, keep],
                        lane=self.lane[:, keep],
@@ -176,13 +178,14 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     h_lane, h_time, h_row = g.h_lane, g.h_time, g.h_row
     kind[:, :n_h] = HOST
     # The previous timepoint on each thread (host order).
-    by_lane = np.argsort(h_lane, kind="stable")
-    prev = np.full(n_h, NO_ID, dtype=pred.dtype)
-    same = h_lane[by_lane[1:]] == h_lane[by_lane[:-1]]
-    prev[by_lane[1:][same]] = by_lane[:-1][same]
-    del by_lane, same
+    prev = _previous_on_lane(h_lane, pred.dtype)
     has_prev = prev >= 0
-    prev_t = gather(h_time, prev, np.nan)
+    if h_lane.strides == (0,):  # one thread (a constant column): the one before
+        prev_t = np.empty(n_h)
+        prev_t[0] = np.nan
+        prev_t[1:] = h_time[:-1]
+    else:
+        prev_t = gather(h_time, prev, np.nan)
 
     # A main-thread timepoint after a wait for another thread: the time since that
     # thread's burst ended, then the burst's tail (below).
@@ -244,6 +247,20 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
         t0[1, burst], row[1, burst], lane[1, burst] = h_time[k], anchor_owner, h_lane[k]
         pred[burst] = k
     _keep_earlier(pred, pos, 0, n_h)
+
+
+def _previous_on_lane(h_lane: np.ndarray, dtype: type) -> np.ndarray:
+    """Per timepoint, the one before it on its thread, or -1; a span whose timepoints
+    are all on one thread (the graph keeps its lanes as a constant) by position alone,
+    no sort and scatter of 3 M timepoints."""
+    n = h_lane.shape[0]
+    if h_lane.strides == (0,) and n:
+        return np.arange(-1, n - 1, dtype=dtype)
+    by_lane = np.argsort(h_lane, kind="stable")
+    prev = np.full(n, NO_ID, dtype=dtype)
+    same = h_lane[by_lane[1:]] == h_lane[by_lane[:-1]]
+    prev[by_lane[1:][same]] = by_lane[:-1][same]
+    return prev
 
 
 def _activity_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,

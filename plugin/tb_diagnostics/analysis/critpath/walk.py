@@ -175,7 +175,9 @@ def critical_paths(analysis: SpanAnalysis) -> CriticalPaths:
     # A virtual node per window for the host's end: back to the thread's last timepoint
     # before the window's end.
     on = np.flatnonzero(e.h_lane == lane)
-    at = np.searchsorted(e.h_time[on], hi, side="left") - 1
+    # (every timepoint on that thread: their times themselves, no copy of them all)
+    at = np.searchsorted(e.h_time if on.size == e.h_time.shape[0] else e.h_time[on], hi,
+                         side="left") - 1
     # (a thread with no timepoint at all: nothing binds the host's end)
     v_pred = gather(on, at, NO_ID).astype(np.int64)
     del on, at
