@@ -180,7 +180,7 @@ def _host_pieces(analysis: SpanAnalysis, g: ReplayGraph, pos: np.ndarray,
     # The previous timepoint on each thread (host order).
     prev = _previous_on_lane(h_lane, pred.dtype)
     has_prev = prev >= 0
-    if h_lane.strides == (0,):  # one thread (a constant column): the one before
+    if h_lane.strides == (0,) and n_h:  # one thread (a constant column): the one before
         prev_t = np.empty(n_h)
         prev_t[0] = np.nan
         prev_t[1:] = h_time[:-1]
