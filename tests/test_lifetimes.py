@@ -18,7 +18,7 @@ from tb_diagnostics.logdir import SpanFile, scan_logdir
 from tb_diagnostics.opening import open_analysis
 from tb_diagnostics.output import encode_json
 from tb_diagnostics.report.document import span_document
-from tb_diagnostics.report.lifetimes import AFTER_PROJECTIONS, BEFORE_WHATIF
+from tb_diagnostics.report.lifetimes import AFTER_PROJECTIONS, AFTER_RULES, BEFORE_WHATIF
 
 
 def _files(root: Path) -> list[SpanFile]:
@@ -91,7 +91,7 @@ def test_a_view_read_after_its_release_is_computed_again_the_same_and_named(tmp_
 def test_every_released_artifact_is_a_computed_view():
     from tb_diagnostics.trace.model import TraceModel
 
-    for a in (*BEFORE_WHATIF, *AFTER_PROJECTIONS):
+    for a in (*AFTER_RULES, *BEFORE_WHATIF, *AFTER_PROJECTIONS):
         if isinstance(a, str):  # a cached property of the model or of the analysis
             owner = TraceModel if a.startswith("model.") else SpanAnalysis
             assert isinstance(vars(owner).get(a.removeprefix("model.")), cached_property), a
@@ -130,4 +130,4 @@ def test_a_released_model_cache_is_dropped_and_named_when_made_again(tmp_path):
     assert a.recomputed == ["model._self_time_all"]
     assert all((x == y).all() for x, y in zip(a.bounds, bounds, strict=True))
     assert a.recomputed == ["bounds", "model._self_time_all"]
-    assert "model._self_time_all" in BEFORE_WHATIF
+    assert "model._self_time_all" in AFTER_RULES

@@ -21,7 +21,7 @@ from tb_diagnostics.report.distributed import add_run_analysis
 from tb_diagnostics.report.headline import compile_reason
 from tb_diagnostics.report.host_work import host_work_columns
 from tb_diagnostics.report.launch_queue import add_activity_coverage, launch_queue_columns
-from tb_diagnostics.report.lifetimes import BEFORE_WHATIF
+from tb_diagnostics.report.lifetimes import AFTER_RULES, BEFORE_WHATIF
 from tb_diagnostics.report.roofline import roofline_section, step_roofline_columns
 from tb_diagnostics.report.step_columns import Layer
 from tb_diagnostics.report.step_documents import comm_columns, step_documents
@@ -123,6 +123,8 @@ def span_document(f: SpanFile, analysis: SpanAnalysis | None,
     # reads is not held through the what-if cards (report.lifetimes).
     doc["steps"] = steps.with_layer(*launch_queue_columns(analysis, n))
     doc["findings"] = [f.to_dict() for f in findings]
+    if owned:
+        analysis.release(AFTER_RULES)
     verdict = span_verdict(analysis)
     doc["verdict"] = verdict.verdict
     # Each verdict's warm steps: what their ends wait on, from their critical paths.

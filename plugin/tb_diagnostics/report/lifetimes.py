@@ -36,15 +36,19 @@ from tb_diagnostics.analysis.views.warmth import step_walls
 from tb_diagnostics.analysis.views.whatif import card_changes
 from tb_diagnostics.rules._util import warm_steps
 
-#: Read by the step columns, the rules and the verdict, not by the what-if cards (a
-#: string: a cached property, ``model.`` the model's: the self times the rules read;
-#: else the analysis's own: the host's launch time the windows and gaps read, the
-#: activities grouped by window the dispatch rules read).
-BEFORE_WHATIF: tuple[Callable | str, ...] = (
-    span_verdict, op_table, kernel_instances, launch_delays, step_comm, _host_starts,
+#: Read by the step columns and the rules, not by the verdict's path clauses nor the
+#: what-if cards (a string: a cached property, ``model.`` the model's: the self times the
+#: rules read; else the analysis's own: the host's launch time the windows and gaps read,
+#: the activities grouped by window the dispatch rules read). Released before the path
+#: clauses: held through them, they were ~250 MB of a 10⁶-step span's peak there.
+AFTER_RULES: tuple[Callable | str, ...] = (
+    op_table, kernel_instances, launch_delays, step_comm, _host_starts,
     op_costs, warm_steps, op_parent, memory_series, device_gaps, launch_backlog,
     "model._self_time_all", "launch_intervals", "_activities_by_window",
 )
+
+#: Read by the verdict and its path clauses, not by the what-if cards.
+BEFORE_WHATIF: tuple[Callable | str, ...] = (span_verdict,)
 
 #: Read by the cards' builders (``views.whatif.card_changes``), not by the replays after
 #: them: held through every replay, they were about 200 MB of a 10⁶-step span's peak.
