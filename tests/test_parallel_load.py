@@ -149,3 +149,49 @@ def test_the_merge_expects_every_range_s_rows():
     assert _expected_rows([100, 90], 2) == 190  # all parts in hand: exact
     assert _expected_rows([100], 3) == 100 + 2 * 120  # a fifth more for each to come
     assert _expected_rows([], 1) == 0
+
+
+def _plain(tmp_path, n: int = 20000) -> str:
+    """Ops of one shape, nothing that looks like a boundary inside a string."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{k % 13}", "pid": 1, "tid": 1,
+               "ts": 10.0 * k, "dur": 5.0, "args": {"External id": k}} for k in range(n)]
+    path = tmp_path / "plain.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}, indent=1))
+    return str(path)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_the_ranges_other_processes_read_are_shorter_than_this_one_s(tmp_path, monkeypatch,
+                                                                      workers):
+    # The last range (this process: no interpreter to start, no part to pickle) is longer
+    # by HEAD_START_BYTES, capped for small files; the model is the one-core model.
+    path = _plain(tmp_path)
+    monkeypatch.setattr(parallel.stream, "BLOCK_BYTES", BLOCK)
+    monkeypatch.setattr(parallel, "HEAD_START_BYTES", 8 * BLOCK)
+    with parallel.LocalTrace(path) as source:
+        n_blocks = -(-source.size // BLOCK)
+        extra = min(8, n_blocks // (4 * workers))
+        assert extra > 0
+        ranges = parallel.plan(source, workers)
+    assert [r.first[1] for r in ranges[1:]] == [k * (n_blocks - extra) // workers
+                                                for k in range(1, workers)]
+    assert_same_model(on_cores(path, workers, monkeypatch), one_core(path))
+
+
+def test_equal_ranges_where_a_shorter_one_has_no_clean_cut(tmp_path, monkeypatch):
+    path = _plain(tmp_path)
+    monkeypatch.setattr(parallel.stream, "BLOCK_BYTES", BLOCK)
+    monkeypatch.setattr(parallel, "HEAD_START_BYTES", 8 * BLOCK)
+    real = parallel._cut_in_block
+    with parallel.LocalTrace(path) as source:
+        n_blocks = -(-source.size // BLOCK)
+        equal = n_blocks // 2
+
+        def only_equal(fh, b, block):
+            if b != equal:
+                raise parallel.NotSplittable("the boundary is not between two events")
+            return real(fh, b, block)
+
+        monkeypatch.setattr(parallel, "_cut_in_block", only_equal)
+        ranges = parallel.plan(source, 2)
+    assert ranges[1].first[1] == equal
