@@ -85,9 +85,11 @@ def _index(windows: Iterable[int]) -> np.ndarray:
     return np.fromiter(windows, dtype=np.int64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Saving:
-    """What the windows save together, the one statistic of cards, parts and findings."""
+    """What the windows save together, the one statistic of cards, parts and findings.
+    Equal to another where its figures and its windows are (the index compared as the
+    windows, not element by element)."""
 
     #: The windows' savings added up, never below zero: ``saves_us_total``.
     total_us: float
@@ -104,6 +106,16 @@ class Saving:
     def windows(self) -> tuple[int, ...]:
         """The windows, in order, as a tuple of ints (made when read)."""
         return tuple(self.index.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Saving):
+            return NotImplemented
+        return ((self.total_us, self.gains_us, self.shown)
+                == (other.total_us, other.gains_us, other.shown)
+                and bool(np.array_equal(self.index, other.index)))
+
+    def __hash__(self) -> int:
+        return hash((self.total_us, self.gains_us, self.windows, self.shown))
 
     @property
     def per_step_us(self) -> float:
