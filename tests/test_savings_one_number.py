@@ -68,8 +68,17 @@ def test_saving_over_adds_the_steps_savings_unclipped_then_divides_by_their_numb
     assert every.moves_us == 10.0 and not every.moves  # 10 of 120 given back: it holds
     two = saving_over(before, after, [1, 2])
     assert (two.total_us, two.per_step_us, two.windows) == (120.0, 60.0, (1, 2))
+    assert two.index.dtype == np.int64 and two.index.tolist() == [1, 2]
+    assert saving_over(before, after, np.asarray([2, 1], dtype=np.int32)).windows == (1, 2)
+    assert every.windows == (0, 1, 2, 3) and every.index.dtype == np.int64
     none = saving_over(before, after, [])
     assert (none.total_us, none.per_step_us, none.shown) == (0.0, 0.0, None)
+    assert none.windows == () and not none.moves
+    # Equal where the figures and the windows are; hashed alike then.
+    assert saving_over(before, after, np.asarray([1, 2])) == two
+    assert hash(saving_over(before, after, (2, 1))) == hash(two)
+    assert saving_over(before, after, [1, 3]) != two and two != "two"
+    assert none == saving_over(before, after, np.zeros(0, dtype=np.int32))
     # A change that lengthens the span saves nothing, not less than nothing.
     assert saving_over(before, before + 5.0).per_step_us == 0.0
 

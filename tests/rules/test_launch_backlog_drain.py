@@ -161,3 +161,52 @@ def test_chained_steps_take_the_queue_at_the_end_before(builder, monkeypatch, ga
     for name in ("backlog_start", "backlog_end", "backlog_start_us", "backlog_end_us"):
         a, b = getattr(new, name), getattr(old, name)
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
+
+
+def _union_per_group_by_add_at(group, start, end, n):
+    """``union_per_group`` as it was: the runs' lengths added by ``np.add.at``."""
+    out = np.zeros(n)
+    if not group.size:
+        return out
+    order = np.lexsort((start, group))
+    g, s, e = group[order].astype(np.int64), start[order], end[order]
+    rank_order = np.argsort(e, kind="stable")
+    rank = np.empty(e.size, dtype=np.int64)
+    rank[rank_order] = np.arange(e.size)
+    reach = np.maximum.accumulate(g * e.size + rank)
+    reach_end = e[rank_order][reach - g * e.size]
+    first = np.r_[True, g[1:] != g[:-1]]
+    new = first.copy()
+    new[1:] |= s[1:] > reach_end[:-1]
+    last = np.r_[np.flatnonzero(new)[1:] - 1, s.size - 1]
+    np.add.at(out, g[new], reach_end[last] - s[new])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_union_per_group_adds_as_add_at_did(seed):
+    rng = np.random.default_rng(seed)
+    k = 400
+    group = rng.integers(0, 30, k)
+    start = np.round(rng.uniform(0, 1e4, k), 1) * rng.choice([1.0, 1.0 + 1e-9], k)
+    end = start + rng.exponential(300.0, k)
+    end[rng.random(k) < 0.05] = np.nan
+    for n in (30, 45):
+        got = union_per_group(group, start, end, n)
+        want = _union_per_group_by_add_at(group, start, end, n)
+        assert got.tobytes() == want.tobytes()
+    # A group outside 0..n-1: add.at's way (an index past the end raises, as before).
+    with pytest.raises(IndexError):
+        union_per_group(group, start, end, 10)
+    neg = union_per_group(group - 1, start, end, 30)
+    assert neg.tobytes() == _union_per_group_by_add_at(group - 1, start, end, 30).tobytes()
+
+
+def test_running_sums_behind_a_zero():
+    from tb_diagnostics.analysis.views.backlog import _sums
+
+    rng = np.random.default_rng(9)
+    for values in (np.zeros(0), np.asarray([2.5]), rng.normal(size=1000) * 1e6,
+                   np.asarray([1.0, np.nan, 3.0])):
+        want = np.concatenate(([0.0], np.cumsum(values)))
+        assert _sums(values).tobytes() == want.tobytes()
