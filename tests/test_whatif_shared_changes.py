@@ -12,12 +12,13 @@ from rules.conftest import TraceBuilder
 from test_replay_vectorised import _busy_steps, _changes
 
 from tb_diagnostics.analysis.intervals import Intervals
-from tb_diagnostics.analysis.replay.engine import Change, bitwise_equal, same_change
+from tb_diagnostics.analysis.replay.engine import Change, same_change
 from tb_diagnostics.analysis.views import whatif
 from tb_diagnostics.analysis.views.whatif import CARDS, replayed, warm_index
 from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.report.rounding import rounded_array
 from tb_diagnostics.report.whatif import whatif_section
+from tb_diagnostics.trace.columns import bitwise_equal
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -26,7 +26,7 @@ import numpy as np
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
 from tb_diagnostics.analysis.span import SpanAnalysis
-from tb_diagnostics.analysis.views.distinct import DENSE_LIMIT, DENSE_PER_VALUE, distinct
+from tb_diagnostics.analysis.views.distinct import distinct
 from tb_diagnostics.trace.categories import Kind
 from tb_diagnostics.trace.columns import gather
 
@@ -134,21 +134,9 @@ def _owners(analysis: SpanAnalysis, idx: np.ndarray,
 def _sums(key: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:
     """``(uniq, total, count, labels)``: the distinct keys (ids times kinds, ≥ 0),
     ascending; the weight and the number of segments per key (:func:`np.bincount`'s sums,
-    in segment order); each segment's key's index in ``uniq``. ``np.unique``'s, by a
-    table over the keys' range where it is not far past their number (as
-    :func:`~tb_diagnostics.analysis.views.distinct.distinct`), the labels as int32: a
-    10⁶-step span's keys are millions (a step's name each)."""
-    hi = int(key.max()) + 1 if key.size else 0
-    if hi < DENSE_LIMIT and hi <= DENSE_PER_VALUE * key.shape[0] + 4096:
-        present = np.zeros(hi, dtype=bool)
-        present[key] = True
-        code = np.cumsum(present, dtype=np.int32)
-        code -= 1
-        labels = code[key]
-        del code
-        uniq = np.flatnonzero(present)
-    else:
-        uniq, labels = distinct(key)
+    in segment order); each segment's key's index in ``uniq``, as int32 (a 10⁶-step
+    span's keys are millions, a step's name each)."""
+    uniq, labels = distinct(key, inverse_dtype=np.int32)
     return uniq, np.bincount(labels, weights=weight), np.bincount(labels), labels
 
 

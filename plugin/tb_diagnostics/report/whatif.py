@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tb_diagnostics.analysis import SpanAnalysis
-from tb_diagnostics.analysis.replay.engine import bitwise_equal
 from tb_diagnostics.analysis.views.whatif import card_changes, projections, warm_index
 from tb_diagnostics.analysis.views.whatif_path import path_cut
 from tb_diagnostics.lazy_rows import LazyRows, pack
 from tb_diagnostics.report.lifetimes import AFTER_CHANGES, AFTER_PROJECTIONS
 from tb_diagnostics.report.rounding import rounded_array
+from tb_diagnostics.trace.columns import bitwise_equal
 
 #: Said under a card whose parts are not the card: why their figures differ from its.
 PARTS_NOTE = ("each part is replayed alone, so they do not add up to the card, which replays "

@@ -100,6 +100,22 @@ def same_bits(x: np.ndarray) -> bool:
     return bool((bits == bits[0]).all())
 
 
+def bitwise_equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both None, or arrays of one dtype and shape holding the same bits (not ``==``:
+    0.0 and -0.0 differ where they are used, and a NaN equals no NaN)."""
+    if a is None or b is None:
+        return a is b
+    if a is b:
+        return True
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind not in "biuf":
+        return bool(np.array_equal(a, b))
+    width = f"u{a.dtype.itemsize}"
+    return bool(np.array_equal(np.ascontiguousarray(a).view(width),
+                               np.ascontiguousarray(b).view(width)))
+
+
 def one_value(x: np.ndarray) -> np.ndarray:
     """``x``, or where every element has the same bits (:func:`same_bits`), that element
     as a :func:`constant` of its shape (read-only, one element in all): a figure no step

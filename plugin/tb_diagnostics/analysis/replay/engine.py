@@ -34,7 +34,7 @@ from tb_diagnostics.analysis.replay.order import Nodes, Positions, positions
 from tb_diagnostics.analysis.replay.stretches import MIN_VECTOR_NODES, run
 from tb_diagnostics.analysis.span import SpanAnalysis, computed
 from tb_diagnostics.analysis.steps import device_partition
-from tb_diagnostics.trace.columns import constant
+from tb_diagnostics.trace.columns import bitwise_equal, constant
 
 
 @dataclass(frozen=True)
@@ -50,22 +50,6 @@ class Change:
     #: Per device activity: the gap after its stream's previous activity (a CUDA graph's
     #: inter-kernel gap), NaN where the recorded one stays.
     stream_gap: np.ndarray | None = None
-
-
-def bitwise_equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    """Both None, or arrays of one dtype and shape holding the same bits (not ``==``:
-    0.0 and -0.0 replay apart, and a NaN equals no NaN)."""
-    if a is None or b is None:
-        return a is b
-    if a is b:
-        return True
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind not in "biuf":
-        return bool(np.array_equal(a, b))
-    width = f"u{a.dtype.itemsize}"
-    return bool(np.array_equal(np.ascontiguousarray(a).view(width),
-                               np.ascontiguousarray(b).view(width)))
 
 
 def same_change(a: Change, b: Change) -> bool:

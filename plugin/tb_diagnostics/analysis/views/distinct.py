@@ -20,21 +20,25 @@ DENSE_LIMIT = 1 << 24
 DENSE_PER_VALUE = 16
 
 
-def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct(values: np.ndarray, inverse_dtype: type = np.int64,
+             ) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` for int64 values ≥ -1 (ids, codes): a
-    presence table when their range is small beside their number, a sort otherwise."""
+    presence table when their range is small beside their number, a sort otherwise. The
+    inverse comes as ``inverse_dtype`` (int32: half the memory for millions of values)."""
     if not values.size:
-        return values[:0], np.zeros(0, dtype=np.int64)
+        return values[:0], np.zeros(0, dtype=inverse_dtype)
     hi = int(values.max())
     if (int(values.min()) < -1 or hi >= DENSE_LIMIT
             or hi + 2 > DENSE_PER_VALUE * values.shape[0] + 4096):
         u, inv = np.unique(values, return_inverse=True)
-        return u, inv.reshape(-1)
+        return u, inv.reshape(-1).astype(inverse_dtype, copy=False)
     shifted = values + 1
     present = np.zeros(hi + 2, dtype=bool)
     present[shifted] = True
     code = np.cumsum(present, dtype=np.int32)  # < 2**24: int32 halves the table
-    return np.flatnonzero(present) - 1, code[shifted].astype(np.int64) - 1
+    inverse = code[shifted].astype(inverse_dtype, copy=False)
+    inverse -= 1
+    return np.flatnonzero(present) - 1, inverse
 
 
 def unique(values: np.ndarray) -> np.ndarray:
