@@ -9,7 +9,7 @@ import pytest
 
 from tb_diagnostics.analysis.critpath.edges import DENSE, PIECES, PathEdges
 from tb_diagnostics.analysis.critpath.segments import _node_pieces
-from tb_diagnostics.report.critical_path import _first_max, _groups, _ranked
+from tb_diagnostics.report.critical_path import _first_max, _ranked
 
 
 def _old_ranked(group: np.ndarray, value: np.ndarray, top: int) -> np.ndarray:
@@ -47,17 +47,6 @@ def test_first_max_of_all_nan_groups_is_their_first():
     value = np.asarray([np.nan, np.nan, np.nan, 2.0, np.nan, np.nan])
     assert _first_max(group, value).tolist() == [0, 3, 5]
     assert _first_max(group[:0], value[:0]).tolist() == []
-
-
-@pytest.mark.parametrize("seed", range(10))
-def test_groups_equal_np_unique(seed):
-    rng = np.random.default_rng(seed)
-    for n in (0, 1, 3, 500):
-        key = (np.repeat(np.arange(n), 3)[:n] * 1_000_003 + rng.integers(0, 9, n)).astype(np.int64)
-        want_u, want_inv = np.unique(key, return_inverse=True)
-        got_u, got_inv = _groups(key)
-        assert got_u.dtype == want_u.dtype and got_u.tolist() == want_u.tolist()
-        assert got_inv.tolist() == want_inv.tolist()
 
 
 def _old_node_pieces(e, nodes, real, virtual, dtypes):

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rules.conftest import TraceBuilder
-from test_replay_vectorised import _busy_steps, _changes
+from test_replay_vectorised import _changes, busy_analysis
 
 from tb_diagnostics.analysis.replay import grouped
 from tb_diagnostics.analysis.replay.engine import (
@@ -23,9 +22,7 @@ from tb_diagnostics.analysis.views.whatif_path import _activity_of_row
 
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory):
-    b = TraceBuilder(tmp_path_factory.mktemp("busy"))
-    _busy_steps(b)
-    return b.analysis()
+    return busy_analysis(tmp_path_factory)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -21,6 +21,7 @@ from tb_diagnostics.analysis.replay.stretches import (
     segmented_accumulate,
     stretch_cuts,
 )
+from tb_diagnostics.analysis.span import SpanAnalysis
 
 EVERY = 1  # every stretch with numpy
 NONE = 10**12  # every node in the loop
@@ -86,11 +87,17 @@ def _changes(a) -> dict[str, Change]:
     }
 
 
-@pytest.fixture(scope="module")
-def busy(tmp_path_factory):
+def busy_analysis(tmp_path_factory) -> SpanAnalysis:
+    """The analysis of :func:`_busy_steps`' trace, in a directory of its own (the modules
+    that share the trace build it through this)."""
     b = TraceBuilder(tmp_path_factory.mktemp("busy"))
     _busy_steps(b)
     return b.analysis()
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory):
+    return busy_analysis(tmp_path_factory)
 
 
 def test_the_hand_made_trace_has_every_kind_of_edge(busy):

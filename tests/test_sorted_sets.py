@@ -69,3 +69,14 @@ def test_run_starts_is_searchsorted(codes, n, dtype):
     want = np.searchsorted(c, np.arange(n + 1))
     got = sorted_sets.run_starts(c, n)
     assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_unique_inverse_equals_np_unique(seed):
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 3, 500):
+        key = (np.repeat(np.arange(n), 3)[:n] * 1_000_003 + rng.integers(0, 9, n)).astype(np.int64)
+        want_u, want_inv = np.unique(key, return_inverse=True)
+        got_u, got_inv = sorted_sets.unique_inverse(key)
+        assert got_u.dtype == want_u.dtype and got_u.tolist() == want_u.tolist()
+        assert got_inv.tolist() == want_inv.tolist()

@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pytest
 from rules.conftest import TraceBuilder
-from test_replay_vectorised import _busy_steps, _changes
+from test_replay_vectorised import _busy_steps, _changes, busy_analysis
 
 from tb_diagnostics.analysis.intervals import Intervals
 from tb_diagnostics.analysis.replay.engine import Change, same_change
@@ -49,9 +49,7 @@ def _copy(c: Change) -> Change:
 
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory):
-    b = TraceBuilder(tmp_path_factory.mktemp("busy"))
-    _busy_steps(b)
-    return b.analysis()
+    return busy_analysis(tmp_path_factory)
 
 
 def test_same_change(busy):

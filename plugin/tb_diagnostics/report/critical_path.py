@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_diagnostics import sorted_sets
 from tb_diagnostics.analysis import SpanAnalysis
 from tb_diagnostics.analysis.critpath import KIND_NAMES, critical_paths
 from tb_diagnostics.analysis.critpath.names import op_above
@@ -147,18 +148,6 @@ def _first_max(group: np.ndarray, value: np.ndarray) -> np.ndarray:
     return hit[lead]
 
 
-def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(key, return_inverse=True)`` by a stable sort: a block's keys come by
-    step, so timsort merges short runs where ``np.unique``'s quicksort sorted them all."""
-    perm = np.argsort(key, kind="stable")
-    ordered = key[perm]
-    new = np.ones(key.size, dtype=bool)
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    inv = np.empty(key.size, dtype=np.int64)
-    inv[perm] = np.cumsum(new) - 1
-    return ordered[new], inv
-
-
 #: Steps whose segments and ops :func:`_step_tops` ranks at a time: its temporaries are
 #: a few arrays of a block's segments (all of a 10⁶-step span's at once were 300 MB).
 BLOCK_STEPS = 1 << 15
@@ -189,7 +178,8 @@ def _step_tops(analysis: SpanAnalysis, n_steps: int, top_segments: int, top_ops:
         ok = np.flatnonzero(who >= 0)
         key = (step_of[ok] * span + m.name[who[ok]].astype(np.int64) * n_k
                + cp.kind[o0:o1][ok].astype(np.int64))
-        uniq, inv = _groups(key)
+        # (a block's keys come by step: a stable sort merges their runs)
+        uniq, inv = sorted_sets.unique_inverse(key)
         total = np.bincount(inv, weights=dur[ok])
         count = np.bincount(inv)
         best = _ranked(uniq // span, total, top_ops)

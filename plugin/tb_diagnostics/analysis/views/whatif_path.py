@@ -89,12 +89,6 @@ class PathCut:
                 "saving_off_path_us": off}
 
 
-def _overlap(iv: Intervals, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """How much of each [s, e) the (disjoint, sorted) intervals ``iv`` cover: ``covered``,
-    which searches a segment's start only where the segment before does not end there."""
-    return covered(iv, s, e)
-
-
 def _covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
     """Whether each time lies inside one of the intervals."""
     k = np.searchsorted(iv.start, t, side="right") - 1
@@ -186,12 +180,13 @@ def _chunk_cuts(analysis: SpanAnalysis, change: Change, idx: np.ndarray,
     for lane, iv in removed.items():
         on = np.flatnonzero(lanes == lane)
         if on.size:
-            cut[on] += _overlap(iv, s[on], e[on])
+            # (covered searches a segment's start only where the one before does not end)
+            cut[on] += covered(iv, s[on], e[on])
     del lanes
     # The device side of the path while the host waited in a call it no longer waits in.
     dev = np.flatnonzero(~host_time)
     if dev.size and waits is not None:
-        freed[dev] = _overlap(waits, s[dev], e[dev])
+        freed[dev] = covered(waits, s[dev], e[dev])
     del dev
     if m.device_activity_rows.size and (change.device_scale is not None
                                         or change.stream_gap is not None):
